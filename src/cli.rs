@@ -1,0 +1,161 @@
+//! The command line: clap definitions and the commands that need no traffic.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::diag::Diagnostics;
+use crate::plan::{Format, PlanSource};
+use crate::planner::{self, Planned};
+
+/// Exit codes, stable and documented in the README.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const RUNTIME: u8 = 1;
+    pub const BAD_PLAN: u8 = 2;
+    pub const SLO_VIOLATED: u8 = 3;
+    pub const REGRESSION: u8 = 4;
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "benchplan", version, about = "Benchmark LLM serving endpoints from plan files")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Parse and validate a plan; list every problem with file, line, key path and a fix.
+    Validate(PlanArgs),
+    /// Print the expanded cases (ids and parameters); sends no traffic.
+    Cases {
+        #[command(flatten)]
+        plan: PlanArgs,
+        /// Print a JSON array of {id, service, params}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the plan JSON schema.
+    Schema,
+}
+
+/// How a plan is read: the file, its format, and overrides.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Plan file (.toml, .yaml, .yml), or - for stdin with --format.
+    pub plan: PathBuf,
+    /// Override a plan value: --set defaults.num_prompts=50 (dotted path; JSON or plain value). Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Plan syntax, when the file name does not tell.
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+}
+
+impl PlanArgs {
+    /// Reads, overrides and plans; diagnostics on failure.
+    pub fn load(&self) -> Result<Planned, Diagnostics> {
+        let mut source = PlanSource::load(&self.plan, self.format)?;
+        let mut errs = Vec::new();
+        for s in &self.set {
+            if let Err(d) = source.apply_set(s) {
+                errs.push(d);
+            }
+        }
+        if !errs.is_empty() {
+            return Err(Diagnostics(errs));
+        }
+        planner::plan(source)
+    }
+}
+
+/// Runs a parsed command line and returns the process exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    let code = match cli.command {
+        Command::Validate(args) => with_plan(&args, |p| {
+            let services = p.service_count();
+            println!(
+                "{}: {} case{}, {} service{}",
+                p.source.name,
+                p.cases.len(),
+                plural(p.cases.len()),
+                services,
+                plural(services)
+            );
+            exit::OK
+        }),
+        Command::Cases { plan, json } => with_plan(&plan, |p| {
+            let mut out = std::io::stdout().lock();
+            let r = if json { print_cases_json(p, &mut out) } else { print_cases_table(p, &mut out) };
+            match r {
+                Ok(()) => exit::OK,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    exit::RUNTIME
+                }
+            }
+        }),
+        Command::Schema => {
+            print!("{}", crate::plan::schema::plan_schema_json());
+            exit::OK
+        }
+    };
+    ExitCode::from(code)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// Loads the plan, prints warnings, and runs `f`; a bad plan prints every diagnostic and exits 2.
+fn with_plan(args: &PlanArgs, f: impl FnOnce(&Planned) -> u8) -> u8 {
+    match args.load() {
+        Ok(p) => {
+            for w in &p.warnings {
+                eprintln!("{w}");
+            }
+            f(&p)
+        }
+        Err(diags) => {
+            eprintln!("{diags}");
+            let n = diags.0.iter().filter(|d| d.is_error()).count();
+            eprintln!("{n} error{} in {}", plural(n), args.plan.display());
+            exit::BAD_PLAN
+        }
+    }
+}
+
+fn print_cases_json(p: &Planned, out: &mut impl Write) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &p.cases)?;
+    writeln!(out)
+}
+
+fn print_cases_table(p: &Planned, out: &mut impl Write) -> std::io::Result<()> {
+    // Columns: the matrix axes (what varies), after the id and service.
+    let mut axes: Vec<&str> = p.plan.matrix.axes.keys().map(String::as_str).filter(|k| *k != "service").collect();
+    for c in &p.cases {
+        for k in c.assignments.keys() {
+            if k != "service" && !axes.contains(&k.as_str()) {
+                axes.push(k);
+            }
+        }
+    }
+    let mut rows: Vec<Vec<String>> = vec![["#", "id", "service"].iter().map(|s| s.to_string()).chain(axes.iter().map(|s| s.to_string())).collect()];
+    for (i, c) in p.cases.iter().enumerate() {
+        let mut row = vec![(i + 1).to_string(), c.id.clone(), c.service.clone()];
+        for a in &axes {
+            row.push(c.assignments.get(*a).map_or_else(|| "-".to_string(), |v| v.as_str().map_or_else(|| v.to_string(), str::to_string)));
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len()).map(|j| rows.iter().map(|r| r[j].chars().count()).max().unwrap_or(0)).collect();
+    for r in &rows {
+        let line: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        writeln!(out, "{}", line.join("  ").trim_end())?;
+    }
+    writeln!(out, "{} cases, {} services", p.cases.len(), p.service_count())
+}

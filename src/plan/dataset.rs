@@ -1,0 +1,349 @@
+//! The dataset block of a case: `dataset = { name = "random", input_len = …, … }`.
+//!
+//! Tagged by `name`; each kind takes only its own fields, so a field that a kind
+//! does not use is an unknown key with a suggestion, not silently ignored.
+
+use std::path::PathBuf;
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::units::Dur;
+
+/// Which prompts a case sends. The `name` picks the kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "name")]
+pub enum Dataset {
+    /// Random token ids of a given length (vLLM's `random`).
+    #[serde(rename = "random")]
+    Random(RandomDataset),
+    /// Random text plus synthetic images, for chat backends (vLLM's `random-mm`).
+    #[serde(rename = "random-mm")]
+    RandomMm(RandomMmDataset),
+    /// A random query and random documents, for `vllm-rerank` (vLLM's `random-rerank`).
+    #[serde(rename = "random-rerank")]
+    RandomRerank(RandomRerankDataset),
+    /// A few shared prefixes, each reused with many suffixes (vLLM's `prefix_repetition`).
+    #[serde(rename = "prefix_repetition")]
+    PrefixRepetition(PrefixRepetitionDataset),
+    /// Conversations from a local ShareGPT-format JSON file.
+    #[serde(rename = "sharegpt")]
+    Sharegpt(SharegptDataset),
+    /// A local JSONL file with `prompt` and optional `output_tokens` per line.
+    #[serde(rename = "custom")]
+    Custom(CustomDataset),
+    /// The BurstGPT trace CSV: token counts and timestamps.
+    #[serde(rename = "burstgpt")]
+    Burstgpt(BurstgptDataset),
+    /// Multi-turn conversations, synthetic or from a ShareGPT file.
+    #[serde(rename = "multi_turn")]
+    MultiTurn(MultiTurnDataset),
+}
+
+impl Default for Dataset {
+    fn default() -> Self {
+        Dataset::Random(RandomDataset::default())
+    }
+}
+
+impl Dataset {
+    pub const NAMES: [&'static str; 8] = [
+        "random",
+        "random-mm",
+        "random-rerank",
+        "prefix_repetition",
+        "sharegpt",
+        "custom",
+        "burstgpt",
+        "multi_turn",
+    ];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Dataset::Random(_) => "random",
+            Dataset::RandomMm(_) => "random-mm",
+            Dataset::RandomRerank(_) => "random-rerank",
+            Dataset::PrefixRepetition(_) => "prefix_repetition",
+            Dataset::Sharegpt(_) => "sharegpt",
+            Dataset::Custom(_) => "custom",
+            Dataset::Burstgpt(_) => "burstgpt",
+            Dataset::MultiTurn(_) => "multi_turn",
+        }
+    }
+
+    /// The file this dataset reads, if it reads one.
+    pub fn path(&self) -> Option<&PathBuf> {
+        match self {
+            Dataset::Sharegpt(d) => d.path.as_ref(),
+            Dataset::Custom(d) => d.path.as_ref(),
+            Dataset::Burstgpt(d) => d.path.as_ref(),
+            Dataset::MultiTurn(d) => d.path.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Whether this kind must read a file (multi-turn only when no synthetic turns are described).
+    pub fn requires_path(&self) -> bool {
+        matches!(self, Dataset::Sharegpt(_) | Dataset::Custom(_) | Dataset::Burstgpt(_))
+    }
+
+    /// Whether requests carry images (chat content parts).
+    pub fn is_multimodal(&self) -> bool {
+        matches!(self, Dataset::RandomMm(_)) || matches!(self, Dataset::Custom(c) if c.multimodal)
+    }
+
+    /// Whether vLLM turns `ignore_eos` on by default for this kind.
+    pub fn ignores_eos_by_default(&self) -> bool {
+        matches!(self, Dataset::Random(_) | Dataset::RandomMm(_) | Dataset::MultiTurn(_))
+    }
+}
+
+/// Random prompts of exact token lengths.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct RandomDataset {
+    /// Mean input length in tokens.
+    pub input_len: u64,
+    /// Mean output length in tokens (max_tokens).
+    pub output_len: u64,
+    /// Lengths are uniform in [⌊L(1−r)⌋, ⌈L(1+r)⌉]; r in [0, 1).
+    pub range_ratio: f64,
+    /// Range ratio for output lengths only; defaults to range_ratio.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_range_ratio: Option<f64>,
+    /// Tokens of one random prefix shared by every request, added on top of input_len.
+    pub prefix_len: u64,
+    /// Prompts per request, for embedding backends.
+    pub batch_size: u64,
+}
+
+impl Default for RandomDataset {
+    fn default() -> Self {
+        RandomDataset {
+            input_len: 1024,
+            output_len: 128,
+            range_ratio: 0.0,
+            output_range_ratio: None,
+            prefix_len: 0,
+            batch_size: 1,
+        }
+    }
+}
+
+/// One bucket of synthetic images or videos for random-mm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MmBucket {
+    /// Height in pixels.
+    pub height: u32,
+    /// Width in pixels.
+    pub width: u32,
+    /// Frames: 1 is an image, more is a video.
+    #[serde(default = "one")]
+    pub frames: u32,
+    /// Probability of this bucket (normalised over all buckets).
+    pub probability: f64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Random text plus synthetic images.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct RandomMmDataset {
+    /// Mean input text length in tokens.
+    pub input_len: u64,
+    /// Mean output length in tokens.
+    pub output_len: u64,
+    /// Range ratio of the lengths.
+    pub range_ratio: f64,
+    /// Shared random prefix length in tokens.
+    pub prefix_len: u64,
+    /// Base number of images per request.
+    pub base_items_per_request: u64,
+    /// Range ratio of the item count.
+    pub num_mm_items_range_ratio: f64,
+    /// Most items per prompt, by modality (`image`, `video`).
+    pub limit_mm_per_prompt: IndexMap<String, u64>,
+    /// Image and video sizes with their probabilities.
+    pub buckets: Vec<MmBucket>,
+}
+
+impl Default for RandomMmDataset {
+    fn default() -> Self {
+        RandomMmDataset {
+            input_len: 1024,
+            output_len: 128,
+            range_ratio: 0.0,
+            prefix_len: 0,
+            base_items_per_request: 1,
+            num_mm_items_range_ratio: 0.0,
+            limit_mm_per_prompt: IndexMap::from([("image".to_string(), 255), ("video".to_string(), 1)]),
+            buckets: vec![
+                MmBucket { height: 256, width: 256, frames: 1, probability: 0.5 },
+                MmBucket { height: 720, width: 1280, frames: 1, probability: 0.5 },
+            ],
+        }
+    }
+}
+
+/// A random query with random documents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct RandomRerankDataset {
+    /// Mean document length in tokens.
+    pub input_len: u64,
+    /// Range ratio of the lengths.
+    pub range_ratio: f64,
+    /// Documents per request.
+    pub batch_size: u64,
+    /// The model has no native reranking: no separator-token accounting.
+    pub no_reranker: bool,
+}
+
+impl Default for RandomRerankDataset {
+    fn default() -> Self {
+        RandomRerankDataset { input_len: 1024, range_ratio: 0.0, batch_size: 1, no_reranker: false }
+    }
+}
+
+/// Shared prefixes reused with different suffixes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct PrefixRepetitionDataset {
+    /// Tokens in each prefix.
+    pub prefix_len: u64,
+    /// Tokens in each suffix.
+    pub suffix_len: u64,
+    /// Number of distinct prefixes.
+    pub num_prefixes: u64,
+    /// Output length in tokens.
+    pub output_len: u64,
+}
+
+impl Default for PrefixRepetitionDataset {
+    fn default() -> Self {
+        PrefixRepetitionDataset { prefix_len: 256, suffix_len: 256, num_prefixes: 10, output_len: 128 }
+    }
+}
+
+/// A ShareGPT-format JSON file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SharegptDataset {
+    /// The JSON file, relative to the plan's folder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// Fixed output length; unset uses each conversation's recorded reply length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_len: Option<u64>,
+    /// Do not repeat samples to reach num_prompts.
+    pub no_oversample: bool,
+    /// Keep the file order.
+    pub disable_shuffle: bool,
+}
+
+/// A JSONL file of prompts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct CustomDataset {
+    /// The JSONL file, relative to the plan's folder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// Output length; -1 uses each line's `output_tokens`.
+    pub output_len: i64,
+    /// Lines carry images, sent as chat content parts (needs openai-chat).
+    pub multimodal: bool,
+    /// Use each line's `timestamp` (seconds) as the arrival schedule.
+    pub replay_timestamps: bool,
+    /// Multiply trace timestamps by this (0.5 replays twice as fast).
+    pub time_scale: f64,
+    /// Do not repeat samples to reach num_prompts.
+    pub no_oversample: bool,
+    /// Keep the file order.
+    pub disable_shuffle: bool,
+}
+
+impl Default for CustomDataset {
+    fn default() -> Self {
+        CustomDataset {
+            path: None,
+            output_len: 256,
+            multimodal: false,
+            replay_timestamps: false,
+            time_scale: 1.0,
+            no_oversample: false,
+            disable_shuffle: false,
+        }
+    }
+}
+
+/// The BurstGPT CSV trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct BurstgptDataset {
+    /// The CSV file, relative to the plan's folder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// Use the trace's timestamps as the arrival schedule.
+    pub replay_timestamps: bool,
+    /// Multiply trace timestamps by this (0.5 replays twice as fast).
+    pub time_scale: f64,
+}
+
+impl Default for BurstgptDataset {
+    fn default() -> Self {
+        BurstgptDataset { path: None, replay_timestamps: false, time_scale: 1.0 }
+    }
+}
+
+/// Conversations that grow turn by turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct MultiTurnDataset {
+    /// A ShareGPT-format file to take conversations from; unset makes synthetic ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// Turns per conversation (synthetic); overrides min_turns/max_turns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_turns: Option<u64>,
+    /// Fewest turns per conversation.
+    pub min_turns: u64,
+    /// Most turns per conversation.
+    pub max_turns: u64,
+    /// First-turn input length in tokens.
+    pub input_len: u64,
+    /// Input tokens added by each later turn; 0 means the first-turn length.
+    pub per_turn_input_len: u64,
+    /// Output length per turn in tokens.
+    pub output_len: u64,
+    /// Think time between a turn's end and the next turn's send.
+    pub delay: Dur,
+    /// Share of each turn taken from a prefix common to all conversations.
+    pub prefix_global_ratio: f64,
+    /// Share of each turn taken from a prefix common to the conversation.
+    pub prefix_conversation_ratio: f64,
+    /// Header that carries the conversation id.
+    pub session_header: String,
+}
+
+impl Default for MultiTurnDataset {
+    fn default() -> Self {
+        MultiTurnDataset {
+            path: None,
+            num_turns: None,
+            min_turns: 2,
+            max_turns: 5,
+            input_len: 512,
+            per_turn_input_len: 0,
+            output_len: 128,
+            delay: Dur::default(),
+            prefix_global_ratio: 0.0,
+            prefix_conversation_ratio: 0.0,
+            session_header: "X-Session-ID".into(),
+        }
+    }
+}

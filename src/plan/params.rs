@@ -1,0 +1,305 @@
+//! The parameters of one case: `vllm bench serve`'s flags in snake_case, with its defaults.
+//!
+//! `defaults` in a plan is a [`CaseParams`]; the matrix overrides fields of it by
+//! key path (`max_concurrency`, `dataset.input_len`). A case's resolved
+//! parameters are a complete `CaseParams` with backend and endpoint filled in.
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::dataset::Dataset;
+use super::units::{Dur, Rate};
+
+/// The request function used against the target (vLLM's `--backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// Completions API (`/v1/completions`), streamed.
+    Vllm,
+    /// Completions API (`/v1/completions`), streamed; vLLM's default backend.
+    Openai,
+    /// Chat completions API (`/v1/chat/completions`), streamed.
+    OpenaiChat,
+    /// Embeddings API (`/v1/embeddings`), a pooling backend.
+    OpenaiEmbeddings,
+    /// vLLM's rerank API (`/v1/rerank`), a pooling backend.
+    VllmRerank,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 5] = [
+        Backend::Vllm,
+        Backend::Openai,
+        Backend::OpenaiChat,
+        Backend::OpenaiEmbeddings,
+        Backend::VllmRerank,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Vllm => "vllm",
+            Backend::Openai => "openai",
+            Backend::OpenaiChat => "openai-chat",
+            Backend::OpenaiEmbeddings => "openai-embeddings",
+            Backend::VllmRerank => "vllm-rerank",
+        }
+    }
+
+    /// The endpoint used when the plan gives none.
+    pub fn default_endpoint(self) -> &'static str {
+        match self {
+            Backend::Vllm | Backend::Openai => "/v1/completions",
+            Backend::OpenaiChat => "/v1/chat/completions",
+            Backend::OpenaiEmbeddings => "/v1/embeddings",
+            Backend::VllmRerank => "/v1/rerank",
+        }
+    }
+
+    /// The suffix vLLM requires of the endpoint (`_validate_api_url`).
+    pub fn endpoint_suffix(self) -> &'static str {
+        match self {
+            Backend::Vllm | Backend::Openai => "completions",
+            Backend::OpenaiChat => "chat/completions",
+            Backend::OpenaiEmbeddings => "embeddings",
+            Backend::VllmRerank => "rerank",
+        }
+    }
+
+    /// Whether an endpoint path fits this backend (vLLM also accepts `profile`).
+    pub fn accepts_endpoint(self, endpoint: &str) -> bool {
+        let e = endpoint.trim_end_matches('/');
+        let suffix_ok = e.ends_with(self.endpoint_suffix()) || e.ends_with("profile");
+        // `/v1/chat/completions` also ends with `completions`: the completions backends must not take it.
+        let chat = e.ends_with("chat/completions");
+        suffix_ok && (matches!(self, Backend::OpenaiChat) || !chat)
+    }
+
+    /// Pooling backends answer once, without streaming, and take no sampling parameters.
+    pub fn is_pooling(self) -> bool {
+        matches!(self, Backend::OpenaiEmbeddings | Backend::VllmRerank)
+    }
+}
+
+/// The per-request latency metrics that get mean/median/std/percentiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Time to first token.
+    Ttft,
+    /// Time per output token after the first.
+    Tpot,
+    /// Inter-token latency, per streamed chunk.
+    Itl,
+    /// End-to-end latency.
+    E2el,
+    /// Time a request waited for a concurrency slot in the client.
+    ClientQueueTime,
+    /// E2EL counted from the scheduled arrival, including the client queue.
+    E2elIncludingClientQueue,
+}
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Ttft => "ttft",
+            Metric::Tpot => "tpot",
+            Metric::Itl => "itl",
+            Metric::E2el => "e2el",
+            Metric::ClientQueueTime => "client_queue_time",
+            Metric::E2elIncludingClientQueue => "e2el_including_client_queue",
+        }
+    }
+
+    /// Metrics only streamed generation produces.
+    pub fn needs_streaming(self) -> bool {
+        matches!(self, Metric::Ttft | Metric::Tpot | Metric::Itl)
+    }
+}
+
+/// How the request rate grows during the run (vLLM's `--ramp-up-strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RampUp {
+    /// Rate grows linearly from start to end over the run.
+    Linear,
+    /// Rate grows geometrically from start to end over the run.
+    Exponential,
+}
+
+/// Per-request SLOs for goodput (vLLM's `--goodput`): a request is good when it meets all.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Goodput {
+    /// Time to first token at most this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft: Option<Dur>,
+    /// Time per output token at most this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot: Option<Dur>,
+    /// End-to-end latency at most this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2el: Option<Dur>,
+}
+
+/// Parameters of one case. Names and defaults follow `vllm bench serve`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct CaseParams {
+    /// Request function; defaults to the service's backend, else `openai`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<Backend>,
+    /// API path; inferred from the backend when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The workload: which prompts are sent and how long the outputs are.
+    pub dataset: Dataset,
+    /// Number of measured requests.
+    pub num_prompts: u64,
+    /// Mean arrival rate in requests per second, or "inf" to send all at once.
+    pub request_rate: Rate,
+    /// Gamma shape of the arrival gaps: 1 is Poisson, larger is more regular, smaller burstier.
+    pub burstiness: f64,
+    /// Most requests in flight at once; unset means no client-side cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u64>,
+    /// Rate ramp during the run; excludes a finite request_rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ramp_up_strategy: Option<RampUp>,
+    /// Ramp-up start rate in requests per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ramp_up_start_rps: Option<f64>,
+    /// Ramp-up end rate in requests per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ramp_up_end_rps: Option<f64>,
+    /// Unmeasured requests sent before timing starts.
+    pub num_warmups: u64,
+    /// Per-request SLOs that define goodput.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<Goodput>,
+    /// Metrics that get mean/median/std/percentiles; default ttft,tpot,itl (e2el for pooling backends).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percentile_metrics: Option<Vec<Metric>>,
+    /// Percentiles to compute, such as [50, 90, 99, 99.9].
+    pub metric_percentiles: Vec<f64>,
+    /// Ask the server to ignore EOS; unset means on for random datasets, as vLLM does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignore_eos: Option<bool>,
+    /// Sampling temperature; unset leaves the server default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling threshold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    /// Top-k sampling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<i64>,
+    /// Min-p sampling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_p: Option<f64>,
+    /// Frequency penalty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f64>,
+    /// Presence penalty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
+    /// Repetition penalty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repetition_penalty: Option<f64>,
+    /// JSON merged into every request body last; a null value removes a key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Seed for the dataset and the arrival schedule.
+    pub seed: u64,
+    /// Retry the first request until it succeeds or this passes; 0s skips the check.
+    pub ready_check_timeout: Dur,
+    /// Give up on one request after this long; unset means no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_timeout: Option<Dur>,
+    /// Conversations in flight at once, for multi-turn datasets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multi_turn_concurrency: Option<u64>,
+    /// Prefix of the `x-request-id` header; a random one per run when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id_prefix: Option<String>,
+    /// Free-form labels written as top-level keys of the result JSON.
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub metadata: IndexMap<String, String>,
+}
+
+impl Default for CaseParams {
+    fn default() -> Self {
+        CaseParams {
+            backend: None,
+            endpoint: None,
+            dataset: Dataset::default(),
+            num_prompts: 1000,
+            request_rate: Rate::default(),
+            burstiness: 1.0,
+            max_concurrency: None,
+            ramp_up_strategy: None,
+            ramp_up_start_rps: None,
+            ramp_up_end_rps: None,
+            num_warmups: 0,
+            goodput: None,
+            percentile_metrics: None,
+            metric_percentiles: vec![99.0],
+            ignore_eos: None,
+            temperature: None,
+            top_p: None,
+            top_k: None,
+            min_p: None,
+            frequency_penalty: None,
+            presence_penalty: None,
+            repetition_penalty: None,
+            extra_body: None,
+            seed: 0,
+            ready_check_timeout: Dur::default(),
+            request_timeout: None,
+            multi_turn_concurrency: None,
+            request_id_prefix: None,
+            metadata: IndexMap::new(),
+        }
+    }
+}
+
+impl CaseParams {
+    /// The backend after resolution (always set on a case).
+    pub fn backend(&self) -> Backend {
+        self.backend.unwrap_or(Backend::Openai)
+    }
+
+    /// Names of the sampling parameters that are set (pooling backends take none).
+    pub fn sampling_set(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        let pairs: [(&'static str, bool); 7] = [
+            ("temperature", self.temperature.is_some()),
+            ("top_p", self.top_p.is_some()),
+            ("top_k", self.top_k.is_some()),
+            ("min_p", self.min_p.is_some()),
+            ("frequency_penalty", self.frequency_penalty.is_some()),
+            ("presence_penalty", self.presence_penalty.is_some()),
+            ("repetition_penalty", self.repetition_penalty.is_some()),
+        ];
+        for (name, set) in pairs {
+            if set {
+                out.push(name);
+            }
+        }
+        if self.ignore_eos == Some(true) {
+            out.push("ignore_eos");
+        }
+        out
+    }
+
+    /// The metrics that get statistics: the plan's list, else vLLM's default for the backend.
+    pub fn percentile_metrics(&self) -> Vec<Metric> {
+        self.percentile_metrics.clone().unwrap_or_else(|| {
+            if self.backend().is_pooling() {
+                vec![Metric::E2el]
+            } else {
+                vec![Metric::Ttft, Metric::Tpot, Metric::Itl]
+            }
+        })
+    }
+}

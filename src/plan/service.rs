@@ -1,0 +1,58 @@
+//! Services: the targets a plan benchmarks, an external endpoint or an embedded simulator.
+
+use std::path::PathBuf;
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::params::Backend;
+use super::sim::SimSpec;
+
+/// One named target. Give either `base_url` (an external server) or `sim` (the embedded simulator).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Service {
+    /// Server address such as `http://127.0.0.1:8000`; the endpoint path is appended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Backend used for this service unless a case sets one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<Backend>,
+    /// API path; inferred from the backend when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Model name (also the tokenizer when none is given); discovered from /v1/models when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Name sent in the request's `model` field, when it differs from `model`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served_model_name: Option<String>,
+    /// A local tokenizer directory or tokenizer.json, a Hugging Face id, or "server".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
+    /// Extra HTTP headers on every request.
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub headers: IndexMap<String, String>,
+    /// Environment variable holding the API key (sent as a Bearer token); default OPENAI_API_KEY.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Run the embedded simulator for this service instead of calling base_url.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim: Option<SimSpec>,
+}
+
+impl Service {
+    /// Whether this service is the embedded simulator.
+    pub fn is_sim(&self) -> bool {
+        self.sim.is_some()
+    }
+
+    /// A local tokenizer path, when `tokenizer` names one.
+    pub fn tokenizer_path(&self) -> Option<PathBuf> {
+        self.tokenizer
+            .as_deref()
+            .filter(|t| *t != "server")
+            .map(PathBuf::from)
+    }
+}

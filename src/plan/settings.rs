@@ -1,0 +1,87 @@
+//! The `execution` and `report` blocks: how a plan runs and what it writes.
+
+use std::path::PathBuf;
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::units::{Dur, Percent};
+
+/// How the cases run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Execution {
+    /// Folder of the results tree, relative to the working directory.
+    pub results_dir: PathBuf,
+    /// Cases run at once (never two on one service unless allow_shared_service).
+    pub parallel: u64,
+    /// Let parallel cases share a service (their loads then disturb each other).
+    pub allow_shared_service: bool,
+    /// Keep running after a case fails.
+    pub continue_on_error: bool,
+    /// Runs of each case; the report shows their mean and spread.
+    pub repeats: u64,
+    /// Pause between cases.
+    pub cooldown: Dur,
+    /// Most time one case may take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+}
+
+impl Default for Execution {
+    fn default() -> Self {
+        Execution {
+            results_dir: PathBuf::from("bench_results"),
+            parallel: 1,
+            allow_shared_service: false,
+            continue_on_error: true,
+            repeats: 1,
+            cooldown: Dur::default(),
+            timeout: None,
+        }
+    }
+}
+
+/// Report files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReportFormat {
+    /// report.md
+    Md,
+    /// summary.csv
+    Csv,
+    /// summary.json
+    Json,
+}
+
+/// What a run writes and what it compares against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Report {
+    /// Report files to write.
+    pub formats: Vec<ReportFormat>,
+    /// A minijinja template replacing the built-in report.md.j2 (relative to the plan).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<PathBuf>,
+    /// A previous run directory to compare against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<PathBuf>,
+    /// A throughput drop or latency rise beyond this is a regression.
+    pub regression_threshold: Percent,
+    /// Per-metric thresholds, by result key (such as p99_ttft_ms), overriding regression_threshold.
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub thresholds: IndexMap<String, Percent>,
+}
+
+impl Default for Report {
+    fn default() -> Self {
+        Report {
+            formats: vec![ReportFormat::Md, ReportFormat::Csv],
+            template: None,
+            baseline: None,
+            regression_threshold: Percent(0.05),
+            thresholds: IndexMap::new(),
+        }
+    }
+}

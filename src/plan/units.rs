@@ -1,0 +1,287 @@
+//! Values with units as plans write them: durations (`500ms`, `1.5s`, `250us`),
+//! percentages (`5%` or a fraction), and request rates (a number or `inf`).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::Duration;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
+
+/// A duration written with a unit: `250us`, `500ms`, `1.5s`, `2m`, `1h`.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default)]
+pub struct Dur(pub Duration);
+
+impl Dur {
+    pub fn from_secs_f64(s: f64) -> Dur {
+        Dur(Duration::from_secs_f64(s))
+    }
+
+    pub fn as_secs_f64(self) -> f64 {
+        self.0.as_secs_f64()
+    }
+
+    pub fn as_millis_f64(self) -> f64 {
+        self.0.as_secs_f64() * 1e3
+    }
+}
+
+/// Parses `250us`, `500ms`, `1.5s`, `2m`, `1h` (also `µs`); negative values are refused.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
+        .unwrap_or(t.len());
+    // `e` may belong to the number (1e3ms); a bare unit never starts with e.
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration; write a number with a unit, like 500ms or 1.5s"))?;
+    let scale = match unit.trim() {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "" => return Err(format!("`{text}` has no unit; write 500ms, 1.5s or 250us")),
+        other => return Err(format!("unknown duration unit `{other}` in `{text}`; use us, ms, s, m or h")),
+    };
+    if value < 0.0 || !value.is_finite() {
+        return Err(format!("`{text}` must be a finite, non-negative duration"));
+    }
+    Ok(Duration::from_secs_f64(value * scale))
+}
+
+impl fmt::Display for Dur {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ns = self.0.as_nanos();
+        if ns == 0 {
+            write!(f, "0s")
+        } else if ns % 1_000_000_000 == 0 {
+            write!(f, "{}s", ns / 1_000_000_000)
+        } else if ns % 1_000_000 == 0 {
+            write!(f, "{}ms", ns / 1_000_000)
+        } else if ns % 1_000 == 0 {
+            write!(f, "{}us", ns / 1_000)
+        } else {
+            write!(f, "{ns}ns")
+        }
+    }
+}
+
+impl Serialize for Dur {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Dur;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration with a unit, like \"500ms\" or \"1.5s\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
+                parse_duration(v).map(Dur).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
+                if v == 0 {
+                    Ok(Dur::default())
+                } else {
+                    Err(E::custom(format!("`{v}` has no unit; write \"{v}ms\" or \"{v}s\"")))
+                }
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
+                self.visit_i64(v as i64)
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
+                Err(E::custom(format!("`{v}` has no unit; write \"{v}ms\" or \"{v}s\"")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for Dur {
+    fn schema_name() -> Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A duration with a unit: \"250us\", \"500ms\", \"1.5s\", \"2m\".",
+            "type": "string",
+            "pattern": "^[0-9.eE+]+\\s*(ns|us|µs|ms|s|m|min|h)$"
+        })
+    }
+}
+
+/// A proportion, written `5%` or as a fraction `0.05`; stored as the fraction.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default)]
+pub struct Percent(pub f64);
+
+impl Serialize for Percent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{}%", round9(self.0 * 100.0)))
+    }
+}
+
+fn round9(x: f64) -> f64 {
+    (x * 1e9).round() / 1e9
+}
+
+/// Parses `5%` (→ 0.05) or a bare fraction `0.05`.
+pub fn parse_percent(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (num, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 0.01),
+        None => (t, 1.0),
+    };
+    num.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .map(|v| v * scale)
+        .ok_or_else(|| format!("`{text}` is not a percentage; write \"5%\" or 0.05"))
+}
+
+impl<'de> Deserialize<'de> for Percent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Percent;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a percentage like \"5%\" or a fraction like 0.05")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Percent, E> {
+                parse_percent(v).map(Percent).map_err(E::custom)
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Percent, E> {
+                Ok(Percent(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Percent, E> {
+                Ok(Percent(v as f64))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Percent, E> {
+                Ok(Percent(v as f64))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for Percent {
+    fn schema_name() -> Cow<'static, str> {
+        "Percent".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A percentage (\"5%\") or a fraction (0.05).",
+            "anyOf": [
+                {"type": "string", "pattern": "^[0-9.eE+-]+\\s*%?$"},
+                {"type": "number"}
+            ]
+        })
+    }
+}
+
+/// Requests per second; `inf` sends every request at once (vLLM's default).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Rate(pub f64);
+
+impl Default for Rate {
+    fn default() -> Self {
+        Rate(f64::INFINITY)
+    }
+}
+
+impl Rate {
+    pub fn is_finite(self) -> bool {
+        self.0.is_finite()
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_infinite() { f.write_str("inf") } else { write!(f, "{}", self.0) }
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // vLLM writes an infinite rate as the string "inf".
+        if self.0.is_finite() { s.serialize_f64(self.0) } else { s.serialize_str("inf") }
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Rate;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number of requests per second or \"inf\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Rate, E> {
+                match v.trim() {
+                    "inf" | "infinity" | "+inf" => Ok(Rate(f64::INFINITY)),
+                    t => t
+                        .parse::<f64>()
+                        .map(Rate)
+                        .map_err(|_| E::custom(format!("`{v}` is not a rate; write a number or \"inf\""))),
+                }
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {
+                Ok(Rate(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {
+                Ok(Rate(v as f64))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Rate, E> {
+                Ok(Rate(v as f64))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for Rate {
+    fn schema_name() -> Cow<'static, str> {
+        "Rate".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "Requests per second, or \"inf\" to send every request at once.",
+            "anyOf": [{"type": "number"}, {"const": "inf"}]
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("500").unwrap_err().contains("no unit"));
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(Dur(Duration::from_millis(1500)).to_string(), "1500ms");
+    }
+
+    #[test]
+    fn percents_and_rates() {
+        assert!((parse_percent("5%").unwrap() - 0.05).abs() < 1e-12);
+        assert_eq!(parse_percent("0.2").unwrap(), 0.2);
+        let r: Rate = serde_json::from_str("\"inf\"").unwrap();
+        assert!(!r.is_finite());
+        assert_eq!(serde_json::to_string(&r).unwrap(), "\"inf\"");
+        let r: Rate = serde_json::from_str("2.5").unwrap();
+        assert_eq!(r.0, 2.5);
+    }
+}

@@ -1,0 +1,127 @@
+//! A case: one service and one fully resolved set of parameters, with a stable id.
+
+use indexmap::IndexMap;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::plan::CaseParams;
+
+/// One benchmark run to make: a service and its resolved parameters.
+#[derive(Debug, Clone, Serialize)]
+pub struct Case {
+    /// `{service}-{varying parameters}-{hash}`: the same plan gives the same ids on every machine.
+    pub id: String,
+    /// The service's name in the plan.
+    pub service: String,
+    /// Every parameter resolved: defaults, matrix values, backend and endpoint filled in.
+    pub params: CaseParams,
+    /// The matrix values this case was made from (axis key → value), in axis order.
+    #[serde(skip)]
+    pub assignments: IndexMap<String, Value>,
+    /// Where each assigned value came from in the plan (axis key → key path).
+    #[serde(skip)]
+    pub origins: IndexMap<String, String>,
+}
+
+impl Case {
+    /// The key path in the plan that set parameter `key` for this case (for diagnostics).
+    pub fn origin_of(&self, key: &str) -> String {
+        // The most specific assignment that covers the key: `dataset.input_len` covers itself,
+        // `dataset` covers `dataset.input_len`.
+        let mut k = key;
+        loop {
+            if let Some(o) = self.origins.get(k) {
+                return o.clone();
+            }
+            match k.rsplit_once('.') {
+                Some((parent, _)) => k = parent,
+                None => return format!("defaults.{key}"),
+            }
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: stable across platforms and Rust versions, unlike std's hasher.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Short readable names of common axes, for case ids.
+fn short_key(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "max_concurrency" => "c",
+        "request_rate" => "r",
+        "num_prompts" => "n",
+        "burstiness" => "b",
+        "dataset.input_len" => "in",
+        "dataset.output_len" => "out",
+        "dataset.prefix_len" => "prefix",
+        "multi_turn_concurrency" => "conv",
+        "dataset.num_turns" => "turns",
+        _ => return None,
+    })
+}
+
+fn sanitize(text: &str, out: &mut String) {
+    for c in text.chars() {
+        let c = c.to_ascii_lowercase();
+        out.push(if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '_' });
+    }
+}
+
+/// The readable part of a case id: service, then `{short key}{value}` per assignment.
+pub fn slug(service: &str, assignments: &IndexMap<String, Value>) -> String {
+    let mut s = String::with_capacity(48);
+    sanitize(service, &mut s);
+    for (key, value) in assignments {
+        if key == "service" {
+            continue;
+        }
+        s.push('-');
+        match short_key(key) {
+            Some(k) => s.push_str(k),
+            None => {
+                sanitize(key.rsplit('.').next().unwrap_or(key), &mut s);
+                s.push('=');
+            }
+        }
+        match value {
+            Value::String(v) => sanitize(v, &mut s),
+            Value::Number(n) => s.push_str(&n.to_string()),
+            Value::Bool(b) => s.push_str(if *b { "true" } else { "false" }),
+            other => s.push_str(&format!("{:08x}", fnv1a64(other.to_string().as_bytes()) as u32)),
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn slugs_are_readable() {
+        let a: IndexMap<String, Value> = [
+            ("service".to_string(), json!("Local GPU")),
+            ("max_concurrency".to_string(), json!(4)),
+            ("dataset.input_len".to_string(), json!(512)),
+            ("temperature".to_string(), json!(0.5)),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(slug("Local GPU", &a), "local_gpu-c4-in512-temperature=0.5");
+    }
+
+    #[test]
+    fn fnv_is_the_reference_function() {
+        // Published FNV-1a 64 test vectors.
+        assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
+    }
+}

@@ -1,0 +1,146 @@
+//! The planner: a loaded plan → validated, fully resolved cases with stable ids.
+//!
+//! Every problem is collected (unknown keys, type errors, matrix mistakes,
+//! cross-field rules, per-case rules), located in the file, and returned together.
+//! A problem that repeats across many cases is reported once with a count.
+
+pub mod case;
+pub mod check;
+pub mod expand;
+
+use std::collections::HashMap;
+
+use indexmap::IndexMap;
+
+pub use case::Case;
+
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::plan::sim::{Preset, SimSpec};
+use crate::plan::{CaseParams, Plan, PlanSource, Service, load};
+use crate::slo::Slo;
+
+/// A validated plan and its cases.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub plan: Plan,
+    pub source: PlanSource,
+    pub cases: Vec<Case>,
+    /// The plan's SLOs, each with the key path it was written at.
+    pub slos: Vec<(Slo, String)>,
+    /// Warnings (errors make planning fail).
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl Planned {
+    /// Number of services the cases use.
+    pub fn service_count(&self) -> usize {
+        let mut seen: Vec<&str> = self.cases.iter().map(|c| c.service.as_str()).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        seen.len()
+    }
+}
+
+/// The service used when a plan names none: the embedded simulator.
+pub fn default_service() -> (String, Service) {
+    let sim = SimSpec { preset: Some(Preset::Tiny), ..SimSpec::default() };
+    ("sim".to_string(), Service { sim: Some(sim), ..Service::default() })
+}
+
+/// Loads, expands and validates. On failure, every diagnostic (errors and warnings).
+pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
+    let (mut plan, mut diags) = load::load(&source);
+    if plan.services.is_empty() && !source.has("services") {
+        let (name, svc) = default_service();
+        plan.services.insert(name, svc);
+    }
+    if plan.services.is_empty() {
+        diags.push(Diagnostic::error("services", "no services are defined").with_help("add [services.local] sim = { preset = \"tiny\" }"));
+    }
+    let slos = check::parse_slos(plan.slo.as_ref(), "slo", &mut diags);
+    check::check_plan(&plan, &source, &slos, &mut diags);
+
+    let had_errors = diags.iter().any(Diagnostic::is_error);
+    let combos = expand::combos(&plan, &mut diags);
+    let defaults_json = serde_json::to_value(&plan.defaults).expect("params serialise");
+
+    // Per-case problems, deduplicated: (path, message) → (diagnostic, count, first case).
+    let mut per_case: IndexMap<(String, String), (Diagnostic, usize, String)> = IndexMap::new();
+    let mut record = |d: Diagnostic, case: &str| {
+        per_case
+            .entry((d.path.clone(), d.message.clone()))
+            .and_modify(|e| e.1 += 1)
+            .or_insert((d, 1, case.to_string()));
+    };
+    let mut cases = Vec::with_capacity(combos.len());
+    let mut seen: HashMap<u64, usize> = HashMap::with_capacity(combos.len());
+    let mut canon_texts: Vec<String> = Vec::with_capacity(combos.len());
+    for combo in combos {
+        let service = &plan.services[&combo.service];
+        let params = if combo.values.iter().all(|(k, _, _)| k == "service") {
+            Ok(plan.defaults.clone())
+        } else {
+            let mut json = defaults_json.clone();
+            for (k, v, _) in &combo.values {
+                if k != "service" {
+                    expand::set_path(&mut json, k, v.clone());
+                }
+            }
+            serde_json::from_value::<CaseParams>(json)
+        };
+        let origin = combo.values.last().map(|(_, _, o)| o.clone()).unwrap_or_else(|| "defaults".into());
+        let mut params = match params {
+            Ok(p) => p,
+            Err(e) => {
+                record(
+                    Diagnostic::error(origin, format!("these matrix values do not combine: {e}"))
+                        .with_help("check that each axis fits the others (for example dataset fields of the dataset kind)"),
+                    &combo.service,
+                );
+                continue;
+            }
+        };
+        check::resolve_target(&mut params, service);
+        let mut case = expand::make_case(combo, params, "");
+        let mut found = Vec::new();
+        check::check_case(&case, &source, &slos, &mut found);
+        check::resolve_implied(&mut case.params, &slos);
+        let canon = expand::canonical(&case.service, &case.params);
+        case.id = expand::case_id(&case, &canon);
+        for d in found {
+            record(d, &case.id);
+        }
+        let hash = case::fnv1a64(canon.as_bytes());
+        if let Some(&first) = seen.get(&hash) {
+            if canon_texts[first] == canon {
+                let first_id = &cases.get(first).map_or("", |c: &Case| c.id.as_str()).to_string();
+                record(
+                    Diagnostic::error(case.origins.values().last().cloned().unwrap_or_else(|| "matrix".into()), format!("duplicate case: same service and parameters as case `{first_id}`"))
+                        .with_help("remove the repeated axis value or include entry"),
+                    &case.id,
+                );
+                continue;
+            }
+        }
+        seen.insert(hash, cases.len());
+        canon_texts.push(canon);
+        cases.push(case);
+    }
+    for (_, (mut d, count, first)) in per_case {
+        d.message = if count > 1 { format!("{} ({count} cases, first: {first})", d.message) } else { format!("{} (case {first})", d.message) };
+        diags.push(d);
+    }
+    if cases.is_empty() && !had_errors && !diags.iter().any(Diagnostic::is_error) {
+        diags.push(Diagnostic::error("matrix", "the plan has no cases: every combination is excluded").with_help("loosen matrix.exclude"));
+    }
+    for d in &mut diags {
+        if d.location.is_none() {
+            d.location = source.locate(&d.path);
+        }
+    }
+    if diags.iter().any(Diagnostic::is_error) {
+        diags.sort_by_key(|d| d.severity);
+        return Err(Diagnostics(diags));
+    }
+    Ok(Planned { plan, source, cases, slos, warnings: diags })
+}

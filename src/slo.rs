@@ -1,0 +1,311 @@
+//! SLO checks: the grammar of `p99_ttft = "<= 500ms"` and of the seed's `p99_ttft:500`.
+//!
+//! Keys are `(mean|median|std|pN|pN.N)_(ttft|tpot|itl|e2el)`, `success_rate`,
+//! `goodput_ratio`, `request_throughput` and `output_throughput`. Thresholds are kept
+//! in the units of vLLM's result keys: milliseconds for latencies, percent for the
+//! success rate, a fraction for the goodput ratio, per second for throughputs.
+
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::plan::params::Metric;
+use crate::plan::units::{parse_duration, parse_percent};
+
+/// A summary statistic of a latency metric.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stat {
+    Mean,
+    Median,
+    Std,
+    /// A percentile in (0, 100].
+    Percentile(f64),
+}
+
+/// What an SLO looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SloMetric {
+    Latency { stat: Stat, metric: Metric },
+    SuccessRate,
+    GoodputRatio,
+    RequestThroughput,
+    OutputThroughput,
+}
+
+/// A comparison; the SLO holds when `actual OP threshold`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Op {
+    #[serde(rename = "<=")]
+    Le,
+    #[serde(rename = "<")]
+    Lt,
+    #[serde(rename = ">=")]
+    Ge,
+    #[serde(rename = ">")]
+    Gt,
+}
+
+impl Op {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op::Le => "<=",
+            Op::Lt => "<",
+            Op::Ge => ">=",
+            Op::Gt => ">",
+        }
+    }
+}
+
+/// One parsed SLO check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Slo {
+    /// The key as canonically written, such as `p99_ttft` or `success_rate`.
+    pub key: String,
+    pub metric: SloMetric,
+    pub op: Op,
+    /// In the units of the result key (ms, percent, fraction, per second).
+    pub threshold: f64,
+}
+
+/// Formats a percentile the way vLLM names its keys: `99`, `99.9`.
+pub fn percentile_label(p: f64) -> String {
+    if p.fract() == 0.0 { format!("{}", p as i64) } else { format!("{p}") }
+}
+
+/// What the grammar accepts, for error messages.
+pub const SLO_KEYS_HELP: &str = "SLO keys are (mean|median|std|pN|pN.N)_(ttft|tpot|itl|e2el), \
+success_rate, goodput_ratio, request_throughput or output_throughput";
+
+impl SloMetric {
+    /// Parses a key such as `p99.9_ttft` or `success_rate`.
+    pub fn parse(key: &str) -> Result<SloMetric, String> {
+        match key {
+            "success_rate" => return Ok(SloMetric::SuccessRate),
+            "goodput_ratio" => return Ok(SloMetric::GoodputRatio),
+            "request_throughput" => return Ok(SloMetric::RequestThroughput),
+            "output_throughput" => return Ok(SloMetric::OutputThroughput),
+            _ => {}
+        }
+        let bad = || format!("`{key}` is not an SLO key");
+        let (stat, metric) = key.rsplit_once('_').ok_or_else(bad)?;
+        let metric = match metric {
+            "ttft" => Metric::Ttft,
+            "tpot" => Metric::Tpot,
+            "itl" => Metric::Itl,
+            "e2el" => Metric::E2el,
+            other => {
+                let hint = crate::diag::did_you_mean(other, ["ttft", "tpot", "itl", "e2el"])
+                    .map(|m| format!(" (did you mean `{m}`?)"))
+                    .unwrap_or_default();
+                return Err(format!("`{key}`: unknown latency metric `{other}`{hint}"));
+            }
+        };
+        let stat = match stat {
+            "mean" => Stat::Mean,
+            "median" => Stat::Median,
+            "std" => Stat::Std,
+            s => {
+                let p = s
+                    .strip_prefix('p')
+                    .and_then(|n| n.parse::<f64>().ok())
+                    .filter(|p| *p > 0.0 && *p <= 100.0)
+                    .ok_or_else(|| format!("`{key}`: `{s}` is not mean, median, std or a percentile like p99 or p99.9"))?;
+                Stat::Percentile(p)
+            }
+        };
+        Ok(SloMetric::Latency { stat, metric })
+    }
+
+    /// The operator used when none is written (the seed's convention).
+    fn default_op(self) -> Op {
+        match self {
+            SloMetric::Latency { .. } => Op::Le,
+            _ => Op::Ge,
+        }
+    }
+
+    /// The result JSON key holding the actual value (vLLM's names where vLLM has one).
+    pub fn result_key(self) -> String {
+        match self {
+            SloMetric::Latency { stat, metric } => {
+                let s = match stat {
+                    Stat::Mean => "mean".to_string(),
+                    Stat::Median => "median".to_string(),
+                    Stat::Std => "std".to_string(),
+                    Stat::Percentile(p) => format!("p{}", percentile_label(p)),
+                };
+                format!("{s}_{}_ms", metric.name())
+            }
+            SloMetric::SuccessRate => "success_rate".into(),
+            SloMetric::GoodputRatio => "goodput_ratio".into(),
+            SloMetric::RequestThroughput => "request_throughput".into(),
+            SloMetric::OutputThroughput => "output_throughput".into(),
+        }
+    }
+
+    fn canonical_key(self) -> String {
+        match self {
+            SloMetric::Latency { .. } => self.result_key().trim_end_matches("_ms").to_string(),
+            _ => self.result_key(),
+        }
+    }
+
+    /// Reads a threshold in this metric's units.
+    fn parse_threshold(self, text: &str, bare_number: Option<f64>) -> Result<f64, String> {
+        match self {
+            SloMetric::Latency { .. } => match bare_number {
+                // A bare number is milliseconds, as in the seed's `p99_ttft:500`.
+                Some(ms) => Ok(ms),
+                None => text
+                    .trim()
+                    .parse::<f64>()
+                    .or_else(|_| parse_duration(text).map(|d| d.as_secs_f64() * 1e3))
+                    .map_err(|_| format!("`{text}` is not a latency; write 500ms or 1.5s")),
+            },
+            SloMetric::SuccessRate => match bare_number {
+                Some(p) => Ok(p),
+                None if text.trim().ends_with('%') => parse_percent(text).map(|f| f * 100.0),
+                None => text.trim().parse::<f64>().map_err(|_| format!("`{text}` is not a percentage; write 99%")),
+            },
+            SloMetric::GoodputRatio => match bare_number {
+                Some(f) => Ok(f),
+                None => parse_percent(text),
+            },
+            SloMetric::RequestThroughput | SloMetric::OutputThroughput => match bare_number {
+                Some(x) => Ok(x),
+                None => text
+                    .trim()
+                    .trim_end_matches("/s")
+                    .trim()
+                    .parse::<f64>()
+                    .map_err(|_| format!("`{text}` is not a number per second")),
+            },
+        }
+    }
+}
+
+impl Slo {
+    /// Parses a table entry: `p99_ttft = "<= 500ms"`, `success_rate = ">= 99%"`, `p99_ttft = 500`.
+    pub fn from_entry(key: &str, value: &Value) -> Result<Slo, String> {
+        let metric = SloMetric::parse(key)?;
+        let (op, threshold) = match value {
+            Value::Number(n) => (metric.default_op(), metric.parse_threshold("", n.as_f64())?),
+            Value::String(s) => {
+                let (op, rest) = split_op(s);
+                (op.unwrap_or(metric.default_op()), metric.parse_threshold(rest, None)?)
+            }
+            other => return Err(format!("`{key}` needs a condition like \"<= 500ms\", not {other}")),
+        };
+        if !threshold.is_finite() || threshold < 0.0 {
+            return Err(format!("`{key}`: the threshold must be a finite, non-negative number"));
+        }
+        Ok(Slo { key: metric.canonical_key(), metric, op, threshold })
+    }
+
+    /// Parses the seed orchestrator's form `KEY:VALUE` (latency in ms, success rate in percent).
+    pub fn from_seed(text: &str) -> Result<Slo, String> {
+        let (key, value) = text
+            .split_once(':')
+            .ok_or_else(|| format!("`{text}` is not KEY:VALUE (for example p99_ttft:500)"))?;
+        let (op, rest) = split_op(value);
+        let metric = SloMetric::parse(key.trim())?;
+        let threshold = match rest.trim().parse::<f64>() {
+            Ok(n) => metric.parse_threshold("", Some(n))?,
+            Err(_) => metric.parse_threshold(rest, None)?,
+        };
+        Ok(Slo { key: metric.canonical_key(), metric, op: op.unwrap_or(metric.default_op()), threshold })
+    }
+
+    /// Whether an actual value meets this SLO.
+    pub fn holds(&self, actual: f64) -> bool {
+        match self.op {
+            Op::Le => actual <= self.threshold,
+            Op::Lt => actual < self.threshold,
+            Op::Ge => actual >= self.threshold,
+            Op::Gt => actual > self.threshold,
+        }
+    }
+
+    /// The unit the threshold is in, for display.
+    pub fn unit(&self) -> &'static str {
+        match self.metric {
+            SloMetric::Latency { .. } => "ms",
+            SloMetric::SuccessRate => "%",
+            SloMetric::GoodputRatio => "",
+            SloMetric::RequestThroughput => " req/s",
+            SloMetric::OutputThroughput => " tok/s",
+        }
+    }
+}
+
+impl fmt::Display for Slo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}{}", self.key, self.op.symbol(), self.threshold, self.unit())
+    }
+}
+
+fn split_op(s: &str) -> (Option<Op>, &str) {
+    let t = s.trim();
+    for (sym, op) in [("<=", Op::Le), (">=", Op::Ge), ("<", Op::Lt), (">", Op::Gt)] {
+        if let Some(rest) = t.strip_prefix(sym) {
+            return (Some(op), rest.trim());
+        }
+    }
+    (None, t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn table_entries_parse_with_units() {
+        let s = Slo::from_entry("p99_ttft", &json!("<= 500ms")).unwrap();
+        assert_eq!((s.op, s.threshold), (Op::Le, 500.0));
+        assert_eq!(s.metric.result_key(), "p99_ttft_ms");
+        let s = Slo::from_entry("p99.9_e2el", &json!("< 1.5s")).unwrap();
+        assert_eq!((s.op, s.threshold), (Op::Lt, 1500.0));
+        assert_eq!(s.metric.result_key(), "p99.9_e2el_ms");
+        let s = Slo::from_entry("success_rate", &json!(">= 99%")).unwrap();
+        assert_eq!((s.op, s.threshold), (Op::Ge, 99.0));
+        let s = Slo::from_entry("goodput_ratio", &json!(">= 0.9")).unwrap();
+        assert_eq!(s.threshold, 0.9);
+        let s = Slo::from_entry("goodput_ratio", &json!(">= 90%")).unwrap();
+        assert!((s.threshold - 0.9).abs() < 1e-12);
+        let s = Slo::from_entry("mean_tpot", &json!(50)).unwrap();
+        assert_eq!((s.op, s.threshold), (Op::Le, 50.0));
+    }
+
+    #[test]
+    fn seed_strings_parse() {
+        let s = Slo::from_seed("p99_ttft:500").unwrap();
+        assert_eq!((s.key.as_str(), s.op, s.threshold), ("p99_ttft", Op::Le, 500.0));
+        let s = Slo::from_seed("success_rate:95").unwrap();
+        assert_eq!((s.op, s.threshold), (Op::Ge, 95.0));
+        assert!(Slo::from_seed("p99_ttft").is_err());
+    }
+
+    #[test]
+    fn bad_keys_are_explained() {
+        let e = Slo::from_entry("p99.9_tft", &json!("<= 1s")).unwrap_err();
+        assert!(e.contains("did you mean `ttft`"), "{e}");
+        assert!(Slo::from_entry("p0_ttft", &json!("<= 1s")).is_err());
+        assert!(Slo::from_entry("p101_ttft", &json!("<= 1s")).is_err());
+        assert!(Slo::from_entry("worst_ttft", &json!("<= 1s")).is_err());
+        assert!(Slo::from_entry("p99_ttft", &json!("<= fast")).is_err());
+    }
+
+    #[test]
+    fn holds_respects_operator_edges() {
+        let le = Slo::from_entry("p99_ttft", &json!("<= 500ms")).unwrap();
+        assert!(le.holds(500.0) && !le.holds(500.1));
+        let lt = Slo::from_entry("p99_ttft", &json!("< 500ms")).unwrap();
+        assert!(!lt.holds(500.0));
+        let ge = Slo::from_entry("success_rate", &json!(">= 99%")).unwrap();
+        assert!(ge.holds(99.0) && !ge.holds(98.9));
+    }
+}

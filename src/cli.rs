@@ -20,7 +20,11 @@ pub mod exit {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "benchplan", version, about = "Benchmark LLM serving endpoints from plan files")]
+#[command(
+    name = "benchplan",
+    version,
+    about = "Benchmark LLM serving endpoints from plan files"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -89,7 +93,11 @@ pub fn run(cli: Cli) -> ExitCode {
         }),
         Command::Cases { plan, json } => with_plan(&plan, |p| {
             let mut out = std::io::stdout().lock();
-            let r = if json { print_cases_json(p, &mut out) } else { print_cases_table(p, &mut out) };
+            let r = if json {
+                print_cases_json(p, &mut out)
+            } else {
+                print_cases_table(p, &mut out)
+            };
             match r {
                 Ok(()) => exit::OK,
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
@@ -136,26 +144,49 @@ fn print_cases_json(p: &Planned, out: &mut impl Write) -> std::io::Result<()> {
 
 fn print_cases_table(p: &Planned, out: &mut impl Write) -> std::io::Result<()> {
     // Columns: the matrix axes (what varies), after the id and service.
-    let mut axes: Vec<&str> = p.plan.matrix.axes.keys().map(String::as_str).filter(|k| *k != "service").collect();
+    let mut axes: Vec<&str> = p
+        .plan
+        .matrix
+        .axes
+        .keys()
+        .map(String::as_str)
+        .filter(|k| *k != "service")
+        .collect();
     for c in &p.cases {
-        for k in c.assignments.keys() {
-            if k != "service" && !axes.contains(&k.as_str()) {
-                axes.push(k);
+        for a in &c.assignments {
+            if &*a.key != "service" && !axes.contains(&&*a.key) {
+                axes.push(&a.key);
             }
         }
     }
-    let mut rows: Vec<Vec<String>> = vec![["#", "id", "service"].iter().map(|s| s.to_string()).chain(axes.iter().map(|s| s.to_string())).collect()];
+    let mut rows: Vec<Vec<String>> = vec![
+        ["#", "id", "service"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(axes.iter().map(|s| s.to_string()))
+            .collect(),
+    ];
     for (i, c) in p.cases.iter().enumerate() {
         let mut row = vec![(i + 1).to_string(), c.id.clone(), c.service.clone()];
         for a in &axes {
-            row.push(c.assignments.get(*a).map_or_else(|| "-".to_string(), |v| v.as_str().map_or_else(|| v.to_string(), str::to_string)));
+            row.push(c.assigned(a).map_or_else(
+                || "-".to_string(),
+                |v| v.as_str().map_or_else(|| v.to_string(), str::to_string),
+            ));
         }
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..rows[0].len()).map(|j| rows.iter().map(|r| r[j].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|j| rows.iter().map(|r| r[j].chars().count()).max().unwrap_or(0))
+        .collect();
     for r in &rows {
-        let line: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
         writeln!(out, "{}", line.join("  ").trim_end())?;
     }
-    writeln!(out, "{} cases, {} services", p.cases.len(), p.service_count())
+    let (n, s) = (p.cases.len(), p.service_count());
+    writeln!(out, "{n} case{}, {s} service{}", plural(n), plural(s))
 }

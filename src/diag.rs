@@ -108,12 +108,17 @@ impl fmt::Display for Diagnostics {
 impl std::error::Error for Diagnostics {}
 
 /// The closest candidate to `word` by edit distance, if it is close enough to be a likely typo.
-pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = (word.len() / 3).max(2);
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    // About one edit per three letters, and never a full rewrite of a short word.
+    let len = word.chars().count();
+    let limit = (len / 3).max(1);
     candidates
         .into_iter()
         .map(|c| (edit_distance(word, c), c))
-        .filter(|(d, _)| *d <= limit)
+        .filter(|(d, _)| *d <= limit && *d < len)
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
@@ -141,9 +146,14 @@ mod tests {
     #[test]
     fn suggests_close_keys_only() {
         let keys = ["max_concurrency", "request_rate", "num_prompts"];
-        assert_eq!(did_you_mean("max_concurency", keys), Some("max_concurrency"));
+        assert_eq!(
+            did_you_mean("max_concurency", keys),
+            Some("max_concurrency")
+        );
         assert_eq!(did_you_mean("request_rat", keys), Some("request_rate"));
         assert_eq!(did_you_mean("zzz", keys), None);
+        assert_eq!(did_you_mean("b", ["a"]), None);
+        assert_eq!(did_you_mean("tft", ["ttft", "tpot"]), Some("ttft"));
         assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 }

@@ -10,7 +10,11 @@ fn main() -> ExitCode {
         Err(e) => {
             let _ = e.print();
             // Usage errors share the bad-plan exit code; --help and --version are not errors.
-            return ExitCode::from(if e.use_stderr() { benchplan::cli::exit::BAD_PLAN } else { 0 });
+            return ExitCode::from(if e.use_stderr() {
+                benchplan::cli::exit::BAD_PLAN
+            } else {
+                0
+            });
         }
     };
     benchplan::cli::run(cli)

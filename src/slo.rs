@@ -72,7 +72,11 @@ pub struct Slo {
 
 /// Formats a percentile the way vLLM names its keys: `99`, `99.9`.
 pub fn percentile_label(p: f64) -> String {
-    if p.fract() == 0.0 { format!("{}", p as i64) } else { format!("{p}") }
+    if p.fract() == 0.0 {
+        format!("{}", p as i64)
+    } else {
+        format!("{p}")
+    }
 }
 
 /// What the grammar accepts, for error messages.
@@ -168,7 +172,10 @@ impl SloMetric {
             SloMetric::SuccessRate => match bare_number {
                 Some(p) => Ok(p),
                 None if text.trim().ends_with('%') => parse_percent(text).map(|f| f * 100.0),
-                None => text.trim().parse::<f64>().map_err(|_| format!("`{text}` is not a percentage; write 99%")),
+                None => text
+                    .trim()
+                    .parse::<f64>()
+                    .map_err(|_| format!("`{text}` is not a percentage; write 99%")),
             },
             SloMetric::GoodputRatio => match bare_number {
                 Some(f) => Ok(f),
@@ -195,14 +202,28 @@ impl Slo {
             Value::Number(n) => (metric.default_op(), metric.parse_threshold("", n.as_f64())?),
             Value::String(s) => {
                 let (op, rest) = split_op(s);
-                (op.unwrap_or(metric.default_op()), metric.parse_threshold(rest, None)?)
+                (
+                    op.unwrap_or(metric.default_op()),
+                    metric.parse_threshold(rest, None)?,
+                )
             }
-            other => return Err(format!("`{key}` needs a condition like \"<= 500ms\", not {other}")),
+            other => {
+                return Err(format!(
+                    "`{key}` needs a condition like \"<= 500ms\", not {other}"
+                ));
+            }
         };
         if !threshold.is_finite() || threshold < 0.0 {
-            return Err(format!("`{key}`: the threshold must be a finite, non-negative number"));
+            return Err(format!(
+                "`{key}`: the threshold must be a finite, non-negative number"
+            ));
         }
-        Ok(Slo { key: metric.canonical_key(), metric, op, threshold })
+        Ok(Slo {
+            key: metric.canonical_key(),
+            metric,
+            op,
+            threshold,
+        })
     }
 
     /// Parses the seed orchestrator's form `KEY:VALUE` (latency in ms, success rate in percent).
@@ -216,7 +237,12 @@ impl Slo {
             Ok(n) => metric.parse_threshold("", Some(n))?,
             Err(_) => metric.parse_threshold(rest, None)?,
         };
-        Ok(Slo { key: metric.canonical_key(), metric, op: op.unwrap_or(metric.default_op()), threshold })
+        Ok(Slo {
+            key: metric.canonical_key(),
+            metric,
+            op: op.unwrap_or(metric.default_op()),
+            threshold,
+        })
     }
 
     /// Whether an actual value meets this SLO.
@@ -243,7 +269,14 @@ impl Slo {
 
 impl fmt::Display for Slo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} {}{}", self.key, self.op.symbol(), self.threshold, self.unit())
+        write!(
+            f,
+            "{} {} {}{}",
+            self.key,
+            self.op.symbol(),
+            self.threshold,
+            self.unit()
+        )
     }
 }
 
@@ -283,7 +316,10 @@ mod tests {
     #[test]
     fn seed_strings_parse() {
         let s = Slo::from_seed("p99_ttft:500").unwrap();
-        assert_eq!((s.key.as_str(), s.op, s.threshold), ("p99_ttft", Op::Le, 500.0));
+        assert_eq!(
+            (s.key.as_str(), s.op, s.threshold),
+            ("p99_ttft", Op::Le, 500.0)
+        );
         let s = Slo::from_seed("success_rate:95").unwrap();
         assert_eq!((s.op, s.threshold), (Op::Ge, 95.0));
         assert!(Slo::from_seed("p99_ttft").is_err());

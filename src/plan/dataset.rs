@@ -85,7 +85,10 @@ impl Dataset {
 
     /// Whether this kind must read a file (multi-turn only when no synthetic turns are described).
     pub fn requires_path(&self) -> bool {
-        matches!(self, Dataset::Sharegpt(_) | Dataset::Custom(_) | Dataset::Burstgpt(_))
+        matches!(
+            self,
+            Dataset::Sharegpt(_) | Dataset::Custom(_) | Dataset::Burstgpt(_)
+        )
     }
 
     /// Whether requests carry images (chat content parts).
@@ -95,7 +98,10 @@ impl Dataset {
 
     /// Whether vLLM turns `ignore_eos` on by default for this kind.
     pub fn ignores_eos_by_default(&self) -> bool {
-        matches!(self, Dataset::Random(_) | Dataset::RandomMm(_) | Dataset::MultiTurn(_))
+        matches!(
+            self,
+            Dataset::Random(_) | Dataset::RandomMm(_) | Dataset::MultiTurn(_)
+        )
     }
 }
 
@@ -181,10 +187,23 @@ impl Default for RandomMmDataset {
             prefix_len: 0,
             base_items_per_request: 1,
             num_mm_items_range_ratio: 0.0,
-            limit_mm_per_prompt: IndexMap::from([("image".to_string(), 255), ("video".to_string(), 1)]),
+            limit_mm_per_prompt: IndexMap::from([
+                ("image".to_string(), 255),
+                ("video".to_string(), 1),
+            ]),
             buckets: vec![
-                MmBucket { height: 256, width: 256, frames: 1, probability: 0.5 },
-                MmBucket { height: 720, width: 1280, frames: 1, probability: 0.5 },
+                MmBucket {
+                    height: 256,
+                    width: 256,
+                    frames: 1,
+                    probability: 0.5,
+                },
+                MmBucket {
+                    height: 720,
+                    width: 1280,
+                    frames: 1,
+                    probability: 0.5,
+                },
             ],
         }
     }
@@ -206,7 +225,12 @@ pub struct RandomRerankDataset {
 
 impl Default for RandomRerankDataset {
     fn default() -> Self {
-        RandomRerankDataset { input_len: 1024, range_ratio: 0.0, batch_size: 1, no_reranker: false }
+        RandomRerankDataset {
+            input_len: 1024,
+            range_ratio: 0.0,
+            batch_size: 1,
+            no_reranker: false,
+        }
     }
 }
 
@@ -226,7 +250,12 @@ pub struct PrefixRepetitionDataset {
 
 impl Default for PrefixRepetitionDataset {
     fn default() -> Self {
-        PrefixRepetitionDataset { prefix_len: 256, suffix_len: 256, num_prefixes: 10, output_len: 128 }
+        PrefixRepetitionDataset {
+            prefix_len: 256,
+            suffix_len: 256,
+            num_prefixes: 10,
+            output_len: 128,
+        }
     }
 }
 
@@ -296,7 +325,11 @@ pub struct BurstgptDataset {
 
 impl Default for BurstgptDataset {
     fn default() -> Self {
-        BurstgptDataset { path: None, replay_timestamps: false, time_scale: 1.0 }
+        BurstgptDataset {
+            path: None,
+            replay_timestamps: false,
+            time_scale: 1.0,
+        }
     }
 }
 

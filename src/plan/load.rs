@@ -23,7 +23,10 @@ pub fn load(source: &PlanSource) -> (Plan, Vec<Diagnostic>) {
                 let path = render(&segments);
                 diags.push(type_error(&path, &err.inner().to_string()));
                 // Drop the bad value so its default applies, and look for the next problem.
-                if segments.is_empty() || !remove(&mut value, &segments) || diags.len() >= MAX_TYPE_ERRORS {
+                if segments.is_empty()
+                    || !remove(&mut value, &segments)
+                    || diags.len() >= MAX_TYPE_ERRORS
+                {
                     break Plan::default();
                 }
             }
@@ -95,11 +98,17 @@ fn remove(value: &mut Value, segments: &[Seg]) -> bool {
 /// Turns serde's wording into a message and a fix.
 fn type_error(path: &str, raw: &str) -> Diagnostic {
     if path == "slo" || path.starts_with("slo.") || path == "optimize.slo" {
-        return Diagnostic::error(path, "SLOs must be a table of conditions or a list of KEY:VALUE strings")
-            .with_help("write [slo] p99_ttft = \"<= 500ms\", or slo = [\"p99_ttft:500\"]");
+        return Diagnostic::error(
+            path,
+            "SLOs must be a table of conditions or a list of KEY:VALUE strings",
+        )
+        .with_help("write [slo] p99_ttft = \"<= 500ms\", or slo = [\"p99_ttft:500\"]");
     }
     let help = if raw.contains("missing field `name`") {
-        format!("add name = \"random\" (one of: {})", super::Dataset::NAMES.join(", "))
+        format!(
+            "add name = \"random\" (one of: {})",
+            super::Dataset::NAMES.join(", ")
+        )
     } else if raw.contains("unknown variant") {
         "use one of the values listed".to_string()
     } else if raw.contains("invalid type") {

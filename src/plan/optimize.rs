@@ -91,9 +91,18 @@ impl Default for Optimize {
             min: 1.0,
             max: 1024.0,
             warmup_prompts: 50,
-            probe: PhaseBudget { multiplier: 3.0, floor: 50 },
-            bisect: PhaseBudget { multiplier: 6.0, floor: 100 },
-            validation: PhaseBudget { multiplier: 10.0, floor: 200 },
+            probe: PhaseBudget {
+                multiplier: 3.0,
+                floor: 50,
+            },
+            bisect: PhaseBudget {
+                multiplier: 6.0,
+                floor: 100,
+            },
+            validation: PhaseBudget {
+                multiplier: 10.0,
+                floor: 200,
+            },
             tolerance: Percent(0.05),
             max_iterations: 15,
             validation_retries: 3,

@@ -85,13 +85,17 @@ fn pick_branch<'a>(
         shape(b, defs, &mut sh);
         sh.properties.iter().find_map(|(k, v)| {
             let v = resolve(v, defs);
-            v.get("const").and_then(Value::as_str).map(|c| (k.clone(), c.to_string()))
+            v.get("const")
+                .and_then(Value::as_str)
+                .map(|c| (k.clone(), c.to_string()))
         })
     };
     let tags: Vec<(String, String)> = branches.iter().filter_map(tag_of).collect();
     if tags.len() != branches.len() || tags.is_empty() {
         // Not a tagged union (an untagged choice such as SloSpec): pick by JSON type.
-        return branches.iter().find(|b| type_matches(value, resolve(b, defs)));
+        return branches
+            .iter()
+            .find(|b| type_matches(value, resolve(b, defs)));
     }
     let tag_key = &tags[0].0;
     let names: Vec<&str> = tags.iter().map(|(_, c)| c.as_str()).collect();
@@ -102,7 +106,10 @@ fn pick_branch<'a>(
             } else {
                 let mut d = Diagnostic::error(
                     join_key(path, tag_key),
-                    format!("unknown {tag_key} `{t}`; expected one of: {}", names.join(", ")),
+                    format!(
+                        "unknown {tag_key} `{t}`; expected one of: {}",
+                        names.join(", ")
+                    ),
                 );
                 if let Some(s) = did_you_mean(t, names.iter().copied()) {
                     d = d.with_help(format!("did you mean `{s}`?"));

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::units::Dur;
 
 /// Named starting points for the simulator's parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Preset {
     /// Every latency zero: unit tests and client-overhead measurement.

@@ -54,8 +54,16 @@ pub fn join_key(base: &str, key: &str) -> String {
         && key
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    let key = if plain { key.to_string() } else { format!("\"{key}\"") };
-    if base.is_empty() { key } else { format!("{base}.{key}") }
+    let key = if plain {
+        key.to_string()
+    } else {
+        format!("\"{key}\"")
+    };
+    if base.is_empty() {
+        key
+    } else {
+        format!("{base}.{key}")
+    }
 }
 
 /// Appends a list index to a key path.
@@ -67,9 +75,7 @@ impl PlanSource {
     /// Reads a plan file (`-` is stdin, which needs `format`).
     pub fn load(path: &Path, format: Option<Format>) -> Result<PlanSource, Diagnostics> {
         let fail = |msg: String, help: &str| {
-            Diagnostics(vec![
-                Diagnostic::error("", msg).with_help(help.to_string()),
-            ])
+            Diagnostics(vec![Diagnostic::error("", msg).with_help(help.to_string())])
         };
         if path == Path::new("-") {
             let format = format.ok_or_else(|| {
@@ -118,8 +124,15 @@ impl PlanSource {
         };
         if !value.is_object() {
             return Err(Diagnostics(vec![
-                Diagnostic::error("", "a plan must be a table of keys (name, services, defaults, …)")
-                    .at(Some(Location { file: name.into(), line: 1, column: 1 })),
+                Diagnostic::error(
+                    "",
+                    "a plan must be a table of keys (name, services, defaults, …)",
+                )
+                .at(Some(Location {
+                    file: name.into(),
+                    line: 1,
+                    column: 1,
+                })),
             ]));
         }
         Ok(PlanSource {
@@ -138,10 +151,18 @@ impl PlanSource {
         let mut p = path;
         loop {
             if let Some(text) = self.overrides.get(p) {
-                return Some(Location { file: format!("--set {text}"), line: 1, column: 1 });
+                return Some(Location {
+                    file: format!("--set {text}"),
+                    line: 1,
+                    column: 1,
+                });
             }
             if let Some(&(line, column)) = self.spans.get(p) {
-                return Some(Location { file: self.name.clone(), line, column });
+                return Some(Location {
+                    file: self.name.clone(),
+                    line,
+                    column,
+                });
             }
             p = parent_path(p)?;
         }
@@ -160,26 +181,39 @@ impl PlanSource {
                 .with_help("write --set KEY=VALUE, for example --set defaults.num_prompts=50")
         })?;
         let segments = split_dotted(key.trim()).map_err(|m| {
-            Diagnostic::error(key, m).with_help("quote keys that hold dots: matrix.\"dataset.input_len\"=[128]")
+            Diagnostic::error(key, m)
+                .with_help("quote keys that hold dots: matrix.\"dataset.input_len\"=[128]")
         })?;
-        let new: Value = serde_json::from_str(raw.trim()).unwrap_or_else(|_| Value::String(raw.to_string()));
+        let new: Value =
+            serde_json::from_str(raw.trim()).unwrap_or_else(|_| Value::String(raw.to_string()));
         let mut path = String::new();
         for seg in &segments[..segments.len() - 1] {
             path = join_key(&path, seg);
         }
-        let last = segments.last().expect("split_dotted gives at least one segment");
+        let last = segments
+            .last()
+            .expect("split_dotted gives at least one segment");
         let full = join_key(&path, last);
-        let parent = segments[..segments.len() - 1]
-            .iter()
-            .try_fold(&mut self.value, |node, seg| match node {
-                Value::Object(map) => Some(map.entry(seg.clone()).or_insert_with(|| Value::Object(Map::new()))),
+        let parent = segments[..segments.len() - 1].iter().try_fold(
+            &mut self.value,
+            |node, seg| match node {
+                Value::Object(map) => Some(
+                    map.entry(seg.clone())
+                        .or_insert_with(|| Value::Object(Map::new())),
+                ),
                 _ => None,
-            });
+            },
+        );
         match parent {
             Some(Value::Object(map)) => {
                 map.insert(last.clone(), new);
             }
-            _ => return Err(Diagnostic::error(full, "cannot set a key inside a value that is not a table")),
+            _ => {
+                return Err(Diagnostic::error(
+                    full,
+                    "cannot set a key inside a value that is not a table",
+                ));
+            }
         }
         let path = full;
         self.overrides.insert(path, assignment.to_string());
@@ -247,12 +281,21 @@ fn parse_toml(
         let (line, column) = e.span().map_or((1, 1), |s| line_col(text, s.start));
         Diagnostics(vec![
             Diagnostic::error("", format!("TOML syntax error: {}", e.message().trim()))
-                .at(Some(Location { file: name.into(), line, column }))
+                .at(Some(Location {
+                    file: name.into(),
+                    line,
+                    column,
+                }))
                 .with_help("fix the syntax at this line; see https://toml.io for the format"),
         ])
     })?;
 
-    fn convert(v: &DeValue<'_>, path: &str, text: &str, spans: &mut HashMap<String, (usize, usize)>) -> Value {
+    fn convert(
+        v: &DeValue<'_>,
+        path: &str,
+        text: &str,
+        spans: &mut HashMap<String, (usize, usize)>,
+    ) -> Value {
         match v {
             DeValue::String(s) => Value::String(s.to_string()),
             DeValue::Integer(i) => {
@@ -261,7 +304,10 @@ fn parse_toml(
                     Some(b) => (true, b.to_string()),
                     None => (false, digits.trim_start_matches('+').to_string()),
                 };
-                let body = body.trim_start_matches("0x").trim_start_matches("0o").trim_start_matches("0b");
+                let body = body
+                    .trim_start_matches("0x")
+                    .trim_start_matches("0o")
+                    .trim_start_matches("0b");
                 match i64::from_str_radix(body, i.radix()) {
                     Ok(n) => Value::from(if neg { -n } else { n }),
                     Err(_) => Value::String(i.as_str().to_string()),
@@ -283,7 +329,9 @@ fn parse_toml(
                     .enumerate()
                     .map(|(i, item)| {
                         let p = join_index(path, i);
-                        spans.entry(p.clone()).or_insert(line_col(text, item.span().start));
+                        spans
+                            .entry(p.clone())
+                            .or_insert(line_col(text, item.span().start));
                         convert(item.get_ref(), &p, text, spans)
                     })
                     .collect(),
@@ -292,14 +340,24 @@ fn parse_toml(
                 let mut map = Map::new();
                 for (k, item) in t.iter() {
                     let p = join_key(path, k.get_ref());
-                    spans.entry(p.clone()).or_insert(line_col(text, k.span().start));
-                    map.insert(k.get_ref().to_string(), convert(item.get_ref(), &p, text, spans));
+                    spans
+                        .entry(p.clone())
+                        .or_insert(line_col(text, k.span().start));
+                    map.insert(
+                        k.get_ref().to_string(),
+                        convert(item.get_ref(), &p, text, spans),
+                    );
                 }
                 Value::Object(map)
             }
         }
     }
-    Ok(convert(&DeValue::Table(table.into_inner()), "", text, spans))
+    Ok(convert(
+        &DeValue::Table(table.into_inner()),
+        "",
+        text,
+        spans,
+    ))
 }
 
 fn parse_yaml(
@@ -314,11 +372,18 @@ fn parse_yaml(
         let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
         Diagnostics(vec![
             Diagnostic::error("", format!("YAML syntax error: {msg}"))
-                .at(Some(Location { file: name.into(), line, column }))
+                .at(Some(Location {
+                    file: name.into(),
+                    line,
+                    column,
+                }))
                 .with_help("check the indentation and the `key: value` form at this line"),
         ])
     })?;
-    let mut recv = YamlSpans { stack: Vec::new(), spans };
+    let mut recv = YamlSpans {
+        stack: Vec::new(),
+        spans,
+    };
     // Already parsed by serde_yaml, so this second pass only collects positions.
     let _ = Parser::new_from_str(text).load(&mut recv, false);
     Ok(yaml_to_json(raw))
@@ -354,7 +419,10 @@ fn yaml_to_json(v: serde_yaml::Value) -> Value {
                 .map(|(k, v)| {
                     let key = match k {
                         Y::String(s) => s,
-                        other => serde_yaml::to_string(&other).unwrap_or_default().trim().to_string(),
+                        other => serde_yaml::to_string(&other)
+                            .unwrap_or_default()
+                            .trim()
+                            .to_string(),
                     };
                     (key, yaml_to_json(v))
                 })
@@ -438,7 +506,9 @@ mod tests {
 
     #[test]
     fn toml_spans_point_at_keys() {
-        let s = toml("name = \"x\"\n\n[defaults]\nnum_prompts = 5\n\n[matrix]\n\"dataset.input_len\" = [1, 2]\n");
+        let s = toml(
+            "name = \"x\"\n\n[defaults]\nnum_prompts = 5\n\n[matrix]\n\"dataset.input_len\" = [1, 2]\n",
+        );
         assert_eq!(s.locate("defaults.num_prompts").unwrap().line, 4);
         assert_eq!(s.locate("matrix.\"dataset.input_len\"[1]").unwrap().line, 7);
         assert_eq!(s.locate("defaults.nothing").unwrap().line, 3);
@@ -447,7 +517,9 @@ mod tests {
 
     #[test]
     fn yaml_spans_point_at_keys() {
-        let s = yaml("name: x\ndefaults:\n  num_prompts: 5\nmatrix:\n  max_concurrency: [1, 2]\n  exclude:\n    - service: a\n");
+        let s = yaml(
+            "name: x\ndefaults:\n  num_prompts: 5\nmatrix:\n  max_concurrency: [1, 2]\n  exclude:\n    - service: a\n",
+        );
         let loc = s.locate("defaults.num_prompts").unwrap();
         assert_eq!((loc.line, loc.column), (3, 3));
         assert_eq!(s.locate("matrix.exclude[0].service").unwrap().line, 7);
@@ -464,12 +536,18 @@ mod tests {
     fn set_overrides_dotted_and_quoted_paths() {
         let mut s = toml("[defaults]\nnum_prompts = 5\n");
         s.apply_set("defaults.num_prompts=50").unwrap();
-        s.apply_set("matrix.\"dataset.input_len\"=[128, 256]").unwrap();
+        s.apply_set("matrix.\"dataset.input_len\"=[128, 256]")
+            .unwrap();
         s.apply_set("name=nightly run").unwrap();
         assert_eq!(s.value["defaults"]["num_prompts"], 50);
         assert_eq!(s.value["matrix"]["dataset.input_len"][1], 256);
         assert_eq!(s.value["name"], "nightly run");
-        assert!(s.locate("defaults.num_prompts").unwrap().file.starts_with("--set"));
+        assert!(
+            s.locate("defaults.num_prompts")
+                .unwrap()
+                .file
+                .starts_with("--set")
+        );
         assert!(s.apply_set("novalue").is_err());
     }
 

@@ -30,13 +30,15 @@ impl Dur {
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
+        .find(|c: char| {
+            !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E')
+        })
         .unwrap_or(t.len());
     // `e` may belong to the number (1e3ms); a bare unit never starts with e.
     let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration; write a number with a unit, like 500ms or 1.5s"))?;
+    let value: f64 = num.parse().map_err(|_| {
+        format!("`{text}` is not a duration; write a number with a unit, like 500ms or 1.5s")
+    })?;
     let scale = match unit.trim() {
         "ns" => 1e-9,
         "us" | "µs" => 1e-6,
@@ -45,7 +47,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "m" | "min" => 60.0,
         "h" => 3600.0,
         "" => return Err(format!("`{text}` has no unit; write 500ms, 1.5s or 250us")),
-        other => return Err(format!("unknown duration unit `{other}` in `{text}`; use us, ms, s, m or h")),
+        other => {
+            return Err(format!(
+                "unknown duration unit `{other}` in `{text}`; use us, ms, s, m or h"
+            ));
+        }
     };
     if value < 0.0 || !value.is_finite() {
         return Err(format!("`{text}` must be a finite, non-negative duration"));
@@ -91,14 +97,18 @@ impl<'de> Deserialize<'de> for Dur {
                 if v == 0 {
                     Ok(Dur::default())
                 } else {
-                    Err(E::custom(format!("`{v}` has no unit; write \"{v}ms\" or \"{v}s\"")))
+                    Err(E::custom(format!(
+                        "`{v}` has no unit; write \"{v}ms\" or \"{v}s\""
+                    )))
                 }
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
                 self.visit_i64(v as i64)
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
-                Err(E::custom(format!("`{v}` has no unit; write \"{v}ms\" or \"{v}s\"")))
+                Err(E::custom(format!(
+                    "`{v}` has no unit; write \"{v}ms\" or \"{v}s\""
+                )))
             }
         }
         d.deserialize_any(V)
@@ -204,14 +214,22 @@ impl Rate {
 
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_infinite() { f.write_str("inf") } else { write!(f, "{}", self.0) }
+        if self.0.is_infinite() {
+            f.write_str("inf")
+        } else {
+            write!(f, "{}", self.0)
+        }
     }
 }
 
 impl Serialize for Rate {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         // vLLM writes an infinite rate as the string "inf".
-        if self.0.is_finite() { s.serialize_f64(self.0) } else { s.serialize_str("inf") }
+        if self.0.is_finite() {
+            s.serialize_f64(self.0)
+        } else {
+            s.serialize_str("inf")
+        }
     }
 }
 
@@ -226,10 +244,9 @@ impl<'de> Deserialize<'de> for Rate {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Rate, E> {
                 match v.trim() {
                     "inf" | "infinity" | "+inf" => Ok(Rate(f64::INFINITY)),
-                    t => t
-                        .parse::<f64>()
-                        .map(Rate)
-                        .map_err(|_| E::custom(format!("`{v}` is not a rate; write a number or \"inf\""))),
+                    t => t.parse::<f64>().map(Rate).map_err(|_| {
+                        E::custom(format!("`{v}` is not a rate; write a number or \"inf\""))
+                    }),
                 }
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {

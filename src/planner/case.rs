@@ -1,6 +1,7 @@
 //! A case: one service and one fully resolved set of parameters, with a stable id.
 
-use indexmap::IndexMap;
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -15,23 +16,38 @@ pub struct Case {
     pub service: String,
     /// Every parameter resolved: defaults, matrix values, backend and endpoint filled in.
     pub params: CaseParams,
-    /// The matrix values this case was made from (axis key → value), in axis order.
+    /// The matrix values this case was made from, in axis order.
     #[serde(skip)]
-    pub assignments: IndexMap<String, Value>,
-    /// Where each assigned value came from in the plan (axis key → key path).
-    #[serde(skip)]
-    pub origins: IndexMap<String, String>,
+    pub assignments: Vec<Assignment>,
+}
+
+/// One matrix value of a case. Keys and origins are shared by every case that uses them.
+#[derive(Debug, Clone)]
+pub struct Assignment {
+    /// The axis key, such as `max_concurrency` or `dataset.input_len`.
+    pub key: Arc<str>,
+    pub value: Value,
+    /// The key path in the plan that gave this value, such as `matrix.max_concurrency[2]`.
+    pub origin: Arc<str>,
 }
 
 impl Case {
+    /// The value this case assigns to an axis key, if it assigns one.
+    pub fn assigned(&self, key: &str) -> Option<&Value> {
+        self.assignments
+            .iter()
+            .find(|a| &*a.key == key)
+            .map(|a| &a.value)
+    }
+
     /// The key path in the plan that set parameter `key` for this case (for diagnostics).
     pub fn origin_of(&self, key: &str) -> String {
         // The most specific assignment that covers the key: `dataset.input_len` covers itself,
         // `dataset` covers `dataset.input_len`.
         let mut k = key;
         loop {
-            if let Some(o) = self.origins.get(k) {
-                return o.clone();
+            if let Some(a) = self.assignments.iter().find(|a| &*a.key == k) {
+                return a.origin.to_string();
             }
             match k.rsplit_once('.') {
                 Some((parent, _)) => k = parent,
@@ -49,6 +65,28 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     h
+}
+
+/// An `io::Write` that FNV-hashes what is written, so a case's JSON is hashed without a buffer.
+pub struct FnvWriter(pub u64);
+
+impl Default for FnvWriter {
+    fn default() -> Self {
+        FnvWriter(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::io::Write for FnvWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for b in buf {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Short readable names of common axes, for case ids.
@@ -70,15 +108,20 @@ fn short_key(key: &str) -> Option<&'static str> {
 fn sanitize(text: &str, out: &mut String) {
     for c in text.chars() {
         let c = c.to_ascii_lowercase();
-        out.push(if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '_' });
+        out.push(if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+            c
+        } else {
+            '_'
+        });
     }
 }
 
 /// The readable part of a case id: service, then `{short key}{value}` per assignment.
-pub fn slug(service: &str, assignments: &IndexMap<String, Value>) -> String {
+pub fn slug(service: &str, assignments: &[Assignment]) -> String {
     let mut s = String::with_capacity(48);
     sanitize(service, &mut s);
-    for (key, value) in assignments {
+    for Assignment { key, value, .. } in assignments {
+        let key: &str = key;
         if key == "service" {
             continue;
         }
@@ -94,7 +137,10 @@ pub fn slug(service: &str, assignments: &IndexMap<String, Value>) -> String {
             Value::String(v) => sanitize(v, &mut s),
             Value::Number(n) => s.push_str(&n.to_string()),
             Value::Bool(b) => s.push_str(if *b { "true" } else { "false" }),
-            other => s.push_str(&format!("{:08x}", fnv1a64(other.to_string().as_bytes()) as u32)),
+            other => s.push_str(&format!(
+                "{:08x}",
+                fnv1a64(other.to_string().as_bytes()) as u32
+            )),
         }
     }
     s
@@ -107,13 +153,18 @@ mod tests {
 
     #[test]
     fn slugs_are_readable() {
-        let a: IndexMap<String, Value> = [
-            ("service".to_string(), json!("Local GPU")),
-            ("max_concurrency".to_string(), json!(4)),
-            ("dataset.input_len".to_string(), json!(512)),
-            ("temperature".to_string(), json!(0.5)),
+        let a: Vec<Assignment> = [
+            ("service", json!("Local GPU")),
+            ("max_concurrency", json!(4)),
+            ("dataset.input_len", json!(512)),
+            ("temperature", json!(0.5)),
         ]
         .into_iter()
+        .map(|(k, v)| Assignment {
+            key: k.into(),
+            value: v,
+            origin: "matrix".into(),
+        })
         .collect();
         assert_eq!(slug("Local GPU", &a), "local_gpu-c4-in512-temperature=0.5");
     }
@@ -123,5 +174,8 @@ mod tests {
         // Published FNV-1a 64 test vectors.
         assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);
         assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
+        let mut w = FnvWriter::default();
+        std::io::Write::write_all(&mut w, b"a").unwrap();
+        assert_eq!(w.0, fnv1a64(b"a"));
     }
 }

@@ -11,7 +11,11 @@ use crate::slo::{SLO_KEYS_HELP, Slo, SloMetric, Stat};
 
 /// Parses an SLO block into checks; bad keys become diagnostics at `base.key`.
 /// Each SLO comes with the key path it was written at.
-pub fn parse_slos(spec: Option<&SloSpec>, base: &str, out: &mut Vec<Diagnostic>) -> Vec<(Slo, String)> {
+pub fn parse_slos(
+    spec: Option<&SloSpec>,
+    base: &str,
+    out: &mut Vec<Diagnostic>,
+) -> Vec<(Slo, String)> {
     let mut slos = Vec::new();
     let mut push = |r: Result<Slo, String>, path: String| match r {
         Ok(s) => slos.push((s, path)),
@@ -34,22 +38,35 @@ pub fn parse_slos(spec: Option<&SloSpec>, base: &str, out: &mut Vec<Diagnostic>)
 }
 
 /// Checks that do not depend on a case: services, optimize, execution, report.
-pub fn check_plan(plan: &Plan, source: &PlanSource, slos: &[(Slo, String)], out: &mut Vec<Diagnostic>) {
+pub fn check_plan(
+    plan: &Plan,
+    source: &PlanSource,
+    slos: &[(Slo, String)],
+    out: &mut Vec<Diagnostic>,
+) {
     for (name, svc) in &plan.services {
         let path = join_key("services", name);
         match (&svc.base_url, &svc.sim) {
             (Some(_), Some(_)) => out.push(
                 Diagnostic::error(&path, "a service is either `base_url` or `sim`, not both")
-                    .with_help("remove `sim` to call the server, or `base_url` to use the simulator"),
+                    .with_help(
+                        "remove `sim` to call the server, or `base_url` to use the simulator",
+                    ),
             ),
             (None, None) => out.push(
-                Diagnostic::error(&path, "the service has neither `base_url` nor `sim`")
-                    .with_help("add base_url = \"http://127.0.0.1:8000\", or sim = { preset = \"tiny\" }"),
+                Diagnostic::error(&path, "the service has neither `base_url` nor `sim`").with_help(
+                    "add base_url = \"http://127.0.0.1:8000\", or sim = { preset = \"tiny\" }",
+                ),
             ),
-            (Some(url), None) if !(url.starts_with("http://") || url.starts_with("https://")) => out.push(
-                Diagnostic::error(join_key(&path, "base_url"), format!("`{url}` is not an http:// or https:// URL"))
+            (Some(url), None) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                out.push(
+                    Diagnostic::error(
+                        join_key(&path, "base_url"),
+                        format!("`{url}` is not an http:// or https:// URL"),
+                    )
                     .with_help("write the scheme, host and port, such as http://127.0.0.1:8000"),
-            ),
+                )
+            }
             _ => {}
         }
         if let Some(env) = &svc.api_key_env {
@@ -68,7 +85,13 @@ pub fn check_plan(plan: &Plan, source: &PlanSource, slos: &[(Slo, String)], out:
                 ("eos_probability", sim.params.eos_probability),
             ] {
                 if v.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
-                    out.push(Diagnostic::error(join_key(&sp, key), format!("`{key}` must be between 0 and 1")).with_help("0.05 means 5% of requests"));
+                    out.push(
+                        Diagnostic::error(
+                            join_key(&sp, key),
+                            format!("`{key}` must be between 0 and 1"),
+                        )
+                        .with_help("0.05 means 5% of requests"),
+                    );
                 }
             }
             for (key, v) in [
@@ -78,11 +101,17 @@ pub fn check_plan(plan: &Plan, source: &PlanSource, slos: &[(Slo, String)], out:
                 ("max_model_len", sim.params.max_model_len),
             ] {
                 if v == Some(0) {
-                    out.push(Diagnostic::error(join_key(&sp, key), format!("`{key}` must be at least 1")));
+                    out.push(Diagnostic::error(
+                        join_key(&sp, key),
+                        format!("`{key}` must be at least 1"),
+                    ));
                 }
             }
             if sim.params.time_factor_under_load.is_some_and(|f| f < 1.0) {
-                out.push(Diagnostic::error(join_key(&sp, "time_factor_under_load"), "must be at least 1.0 (1 means no slowdown)"));
+                out.push(Diagnostic::error(
+                    join_key(&sp, "time_factor_under_load"),
+                    "must be at least 1.0 (1 means no slowdown)",
+                ));
             }
         }
     }
@@ -97,16 +126,29 @@ pub fn check_plan(plan: &Plan, source: &PlanSource, slos: &[(Slo, String)], out:
             );
         }
         let fixed_conflict = |var: &str| {
-            Diagnostic::error(join_key(op, var), format!("optimize searches `{var}`, so it cannot also fix it"))
-                .with_help(format!("remove optimize.{var}, or search the other variable"))
+            Diagnostic::error(
+                join_key(op, var),
+                format!("optimize searches `{var}`, so it cannot also fix it"),
+            )
+            .with_help(format!(
+                "remove optimize.{var}, or search the other variable"
+            ))
         };
         match opt.search {
-            SearchVar::MaxConcurrency if opt.max_concurrency.is_some() => out.push(fixed_conflict("max_concurrency")),
-            SearchVar::RequestRate if opt.request_rate.is_some() => out.push(fixed_conflict("request_rate")),
-            SearchVar::Both if opt.max_concurrency.is_some() || opt.request_rate.is_some() => out.push(
-                Diagnostic::error(op, "search = \"both\" searches both variables, so neither can be fixed")
+            SearchVar::MaxConcurrency if opt.max_concurrency.is_some() => {
+                out.push(fixed_conflict("max_concurrency"))
+            }
+            SearchVar::RequestRate if opt.request_rate.is_some() => {
+                out.push(fixed_conflict("request_rate"))
+            }
+            SearchVar::Both if opt.max_concurrency.is_some() || opt.request_rate.is_some() => out
+                .push(
+                    Diagnostic::error(
+                        op,
+                        "search = \"both\" searches both variables, so neither can be fixed",
+                    )
                     .with_help("remove optimize.max_concurrency and optimize.request_rate"),
-            ),
+                ),
             _ => {}
         }
         let searched: &[&str] = match opt.search {
@@ -117,48 +159,94 @@ pub fn check_plan(plan: &Plan, source: &PlanSource, slos: &[(Slo, String)], out:
         for var in searched {
             if plan.matrix.axes.contains_key(*var) {
                 out.push(
-                    Diagnostic::error(join_key("matrix", var), format!("`{var}` is both a matrix axis and the optimize search variable"))
-                        .with_help("the search picks its values: remove the axis"),
+                    Diagnostic::error(
+                        join_key("matrix", var),
+                        format!("`{var}` is both a matrix axis and the optimize search variable"),
+                    )
+                    .with_help("the search picks its values: remove the axis"),
                 );
             }
             if source.has(&join_key("defaults", var)) {
                 out.push(
-                    Diagnostic::error(join_key("defaults", var), format!("`{var}` is fixed in defaults but searched by optimize"))
-                        .with_help("remove it from defaults; the search sets it"),
+                    Diagnostic::error(
+                        join_key("defaults", var),
+                        format!("`{var}` is fixed in defaults but searched by optimize"),
+                    )
+                    .with_help("remove it from defaults; the search sets it"),
                 );
             }
         }
         if opt.request_rate.is_some_and(|r| !(r.0 > 0.0)) {
-            out.push(Diagnostic::error("optimize.request_rate", "the fixed request rate must be above 0"));
+            out.push(Diagnostic::error(
+                "optimize.request_rate",
+                "the fixed request rate must be above 0",
+            ));
         }
         if opt.max_concurrency == Some(0) {
-            out.push(Diagnostic::error("optimize.max_concurrency", "the fixed max_concurrency must be at least 1"));
+            out.push(Diagnostic::error(
+                "optimize.max_concurrency",
+                "the fixed max_concurrency must be at least 1",
+            ));
         }
         if !(opt.min > 0.0) || !opt.min.is_finite() {
-            out.push(Diagnostic::error("optimize.min", "the lower bound must be above 0"));
+            out.push(Diagnostic::error(
+                "optimize.min",
+                "the lower bound must be above 0",
+            ));
         }
         if !(opt.max >= opt.min) || !opt.max.is_finite() {
-            out.push(Diagnostic::error("optimize.max", format!("the upper bound {} is below the lower bound {}", opt.max, opt.min)).with_help("set max ≥ min"));
+            out.push(
+                Diagnostic::error(
+                    "optimize.max",
+                    format!(
+                        "the upper bound {} is below the lower bound {}",
+                        opt.max, opt.min
+                    ),
+                )
+                .with_help("set max ≥ min"),
+            );
         }
         if !(opt.tolerance.0 > 0.0 && opt.tolerance.0 < 1.0) {
-            out.push(Diagnostic::error("optimize.tolerance", "the tolerance must be between 0% and 100%").with_help("5% is the usual choice"));
+            out.push(
+                Diagnostic::error(
+                    "optimize.tolerance",
+                    "the tolerance must be between 0% and 100%",
+                )
+                .with_help("5% is the usual choice"),
+            );
         }
-        for (k, b) in [("probe", opt.probe), ("bisect", opt.bisect), ("validation", opt.validation)] {
+        for (k, b) in [
+            ("probe", opt.probe),
+            ("bisect", opt.bisect),
+            ("validation", opt.validation),
+        ] {
             if !(b.multiplier > 0.0) {
-                out.push(Diagnostic::error(format!("optimize.{k}.multiplier"), "the multiplier must be above 0"));
+                out.push(Diagnostic::error(
+                    format!("optimize.{k}.multiplier"),
+                    "the multiplier must be above 0",
+                ));
             }
         }
         if opt.max_iterations == 0 {
-            out.push(Diagnostic::error("optimize.max_iterations", "needs at least one iteration"));
+            out.push(Diagnostic::error(
+                "optimize.max_iterations",
+                "needs at least one iteration",
+            ));
         }
         if opt.repeats == 0 {
-            out.push(Diagnostic::error("optimize.repeats", "needs at least one run per point"));
+            out.push(Diagnostic::error(
+                "optimize.repeats",
+                "needs at least one run per point",
+            ));
         }
     }
 
     let ex = &plan.execution;
     if ex.parallel == 0 {
-        out.push(Diagnostic::error("execution.parallel", "must be at least 1").with_help("1 runs the cases one at a time"));
+        out.push(
+            Diagnostic::error("execution.parallel", "must be at least 1")
+                .with_help("1 runs the cases one at a time"),
+        );
     }
     if ex.repeats == 0 {
         out.push(Diagnostic::error("execution.repeats", "must be at least 1"));
@@ -167,13 +255,19 @@ pub fn check_plan(plan: &Plan, source: &PlanSource, slos: &[(Slo, String)], out:
         let p = source.dir.join(t);
         if !p.is_file() {
             out.push(
-                Diagnostic::error("report.template", format!("template {} does not exist", p.display()))
-                    .with_help("give a path relative to the plan's folder"),
+                Diagnostic::error(
+                    "report.template",
+                    format!("template {} does not exist", p.display()),
+                )
+                .with_help("give a path relative to the plan's folder"),
             );
         }
     }
     if plan.report.regression_threshold.0 < 0.0 {
-        out.push(Diagnostic::error("report.regression_threshold", "must not be negative"));
+        out.push(Diagnostic::error(
+            "report.regression_threshold",
+            "must not be negative",
+        ));
     }
 }
 
@@ -188,9 +282,15 @@ fn backend_origin(case: &Case, source: &PlanSource, key: &str) -> String {
 }
 
 /// Checks one resolved case (before the SLO-implied and backend-implied fields are filled in).
-pub fn check_case(case: &Case, source: &PlanSource, slos: &[(Slo, String)], out: &mut Vec<Diagnostic>) {
+pub fn check_case(
+    case: &Case,
+    source: &PlanSource,
+    slos: &[(Slo, String)],
+    out: &mut Vec<Diagnostic>,
+) {
     let p = &case.params;
     let backend = p.backend();
+    // Origins are looked up only when a problem is found: this runs once per case.
     let at = |key: &str| case.origin_of(key);
 
     if let Some(endpoint) = &p.endpoint {
@@ -198,9 +298,16 @@ pub fn check_case(case: &Case, source: &PlanSource, slos: &[(Slo, String)], out:
             out.push(
                 Diagnostic::error(
                     backend_origin(case, source, "endpoint"),
-                    format!("endpoint `{endpoint}` does not fit backend `{}`, which calls `…{}`", backend.name(), backend.endpoint_suffix()),
+                    format!(
+                        "endpoint `{endpoint}` does not fit backend `{}`, which calls `…{}`",
+                        backend.name(),
+                        backend.endpoint_suffix()
+                    ),
                 )
-                .with_help(format!("use endpoint = \"{}\", or remove `endpoint` to infer it from the backend", backend.default_endpoint())),
+                .with_help(format!(
+                    "use endpoint = \"{}\", or remove `endpoint` to infer it from the backend",
+                    backend.default_endpoint()
+                )),
             );
         }
     }
@@ -210,20 +317,33 @@ pub fn check_case(case: &Case, source: &PlanSource, slos: &[(Slo, String)], out:
     let need = |b: Backend, why: &str| {
         Diagnostic::error(
             at("dataset"),
-            format!("dataset `{}` {why}, but the backend is `{}`", ds.name(), backend.name()),
+            format!(
+                "dataset `{}` {why}, but the backend is `{}`",
+                ds.name(),
+                backend.name()
+            ),
         )
         .with_help(format!("set backend = \"{}\" for these cases", b.name()))
     };
     if ds.is_multimodal() && backend != Backend::OpenaiChat {
-        out.push(need(Backend::OpenaiChat, "sends images, which need the chat API"));
+        out.push(need(
+            Backend::OpenaiChat,
+            "sends images, which need the chat API",
+        ));
     }
     if matches!(ds, Dataset::RandomRerank(_)) && backend != Backend::VllmRerank {
         out.push(need(Backend::VllmRerank, "builds rerank queries"));
     }
     if backend == Backend::VllmRerank && !matches!(ds, Dataset::RandomRerank(_)) {
         out.push(
-            Diagnostic::error(backend_origin(case, source, "backend"), format!("backend `vllm-rerank` needs the `random-rerank` dataset, not `{}`", ds.name()))
-                .with_help("set dataset = { name = \"random-rerank\", … }"),
+            Diagnostic::error(
+                backend_origin(case, source, "backend"),
+                format!(
+                    "backend `vllm-rerank` needs the `random-rerank` dataset, not `{}`",
+                    ds.name()
+                ),
+            )
+            .with_help("set dataset = { name = \"random-rerank\", … }"),
         );
     }
     if matches!(ds, Dataset::MultiTurn(_)) && backend != Backend::OpenaiChat {
@@ -232,27 +352,58 @@ pub fn check_case(case: &Case, source: &PlanSource, slos: &[(Slo, String)], out:
     if backend.is_pooling() {
         for name in p.sampling_set() {
             out.push(
-                Diagnostic::error(at(name), format!("`{name}` is a sampling parameter, and pooling backend `{}` takes none", backend.name()))
-                    .with_help(format!("remove `{name}` for these cases")),
+                Diagnostic::error(
+                    at(name),
+                    format!(
+                        "`{name}` is a sampling parameter, and pooling backend `{}` takes none",
+                        backend.name()
+                    ),
+                )
+                .with_help(format!("remove `{name}` for these cases")),
             );
         }
-        if let Some(m) = p.percentile_metrics.iter().flatten().find(|m| m.needs_streaming()) {
+        if let Some(m) = p
+            .percentile_metrics
+            .iter()
+            .flatten()
+            .find(|m| m.needs_streaming())
+        {
             out.push(
-                Diagnostic::error(at("percentile_metrics"), format!("pooling backend `{}` does not stream, so it has no `{}`", backend.name(), m.name()))
-                    .with_help("use e2el for pooling backends"),
+                Diagnostic::error(
+                    at("percentile_metrics"),
+                    format!(
+                        "pooling backend `{}` does not stream, so it has no `{}`",
+                        backend.name(),
+                        m.name()
+                    ),
+                )
+                .with_help("use e2el for pooling backends"),
             );
         }
         if let Some(g) = &p.goodput {
             if g.ttft.is_some() || g.tpot.is_some() {
-                out.push(Diagnostic::error(at("goodput"), "pooling backends have no TTFT or TPOT; goodput can only use e2el").with_help("keep only goodput.e2el"));
+                out.push(
+                    Diagnostic::error(
+                        at("goodput"),
+                        "pooling backends have no TTFT or TPOT; goodput can only use e2el",
+                    )
+                    .with_help("keep only goodput.e2el"),
+                );
             }
         }
         for (slo, path) in slos {
             if let SloMetric::Latency { metric, .. } = slo.metric {
                 if metric.needs_streaming() {
                     out.push(
-                        Diagnostic::error(path, format!("pooling backend `{}` does not stream, so `{}` cannot be judged", backend.name(), slo.key))
-                            .with_help("judge e2el instead, such as p99_e2el = \"<= 1s\""),
+                        Diagnostic::error(
+                            path,
+                            format!(
+                                "pooling backend `{}` does not stream, so `{}` cannot be judged",
+                                backend.name(),
+                                slo.key
+                            ),
+                        )
+                        .with_help("judge e2el instead, such as p99_e2el = \"<= 1s\""),
                     );
                 }
             }
@@ -264,64 +415,112 @@ pub fn check_case(case: &Case, source: &PlanSource, slos: &[(Slo, String)], out:
         let full = source.dir.join(path);
         if !full.is_file() {
             out.push(
-                Diagnostic::error(join_key(&at("dataset"), "path"), format!("dataset file {} does not exist", full.display()))
-                    .with_help("paths are relative to the plan's folder"),
+                Diagnostic::error(
+                    join_key(&at("dataset"), "path"),
+                    format!("dataset file {} does not exist", full.display()),
+                )
+                .with_help("paths are relative to the plan's folder"),
             );
         }
     } else if ds.requires_path() {
         out.push(
-            Diagnostic::error(at("dataset"), format!("dataset `{}` reads a file, but no `path` is given", ds.name()))
-                .with_help("add path = \"data/file\" (relative to the plan's folder) inside dataset"),
+            Diagnostic::error(
+                at("dataset"),
+                format!(
+                    "dataset `{}` reads a file, but no `path` is given",
+                    ds.name()
+                ),
+            )
+            .with_help("add path = \"data/file\" (relative to the plan's folder) inside dataset"),
         );
     }
-    check_lengths(ds, &at("dataset"), out);
+    check_lengths(ds, &|| at("dataset"), out);
 
     // Load shape.
     if p.max_concurrency == Some(0) {
-        out.push(Diagnostic::error(at("max_concurrency"), "max_concurrency must be at least 1").with_help("remove it for no client-side limit"));
+        out.push(
+            Diagnostic::error(at("max_concurrency"), "max_concurrency must be at least 1")
+                .with_help("remove it for no client-side limit"),
+        );
     }
     if !(p.request_rate.0 > 0.0) {
-        out.push(Diagnostic::error(at("request_rate"), "request_rate must be above 0, or \"inf\"").with_help("\"inf\" sends every request at once"));
+        out.push(
+            Diagnostic::error(
+                at("request_rate"),
+                "request_rate must be above 0, or \"inf\"",
+            )
+            .with_help("\"inf\" sends every request at once"),
+        );
     }
     if !(p.burstiness > 0.0) || !p.burstiness.is_finite() {
-        out.push(Diagnostic::error(at("burstiness"), "burstiness must be above 0").with_help("1 is a Poisson process; larger is more regular"));
+        out.push(
+            Diagnostic::error(at("burstiness"), "burstiness must be above 0")
+                .with_help("1 is a Poisson process; larger is more regular"),
+        );
     }
     if p.num_prompts == 0 {
-        out.push(Diagnostic::error(at("num_prompts"), "num_prompts must be at least 1"));
+        out.push(Diagnostic::error(
+            at("num_prompts"),
+            "num_prompts must be at least 1",
+        ));
     }
     for (i, q) in p.metric_percentiles.iter().enumerate() {
         if !(*q > 0.0 && *q <= 100.0) {
-            out.push(Diagnostic::error(join_index(&at("metric_percentiles"), i), format!("percentile {q} is outside (0, 100]")));
+            out.push(Diagnostic::error(
+                join_index(&at("metric_percentiles"), i),
+                format!("percentile {q} is outside (0, 100]"),
+            ));
         }
     }
     match p.ramp_up_strategy {
         Some(strategy) => {
             if p.request_rate.is_finite() {
                 out.push(
-                    Diagnostic::error(at("ramp_up_strategy"), "a ramp-up sets the rate, so it excludes a finite request_rate")
-                        .with_help("remove request_rate (or set it to \"inf\") when ramping up"),
+                    Diagnostic::error(
+                        at("ramp_up_strategy"),
+                        "a ramp-up sets the rate, so it excludes a finite request_rate",
+                    )
+                    .with_help("remove request_rate (or set it to \"inf\") when ramping up"),
                 );
             }
             match (p.ramp_up_start_rps, p.ramp_up_end_rps) {
                 (Some(s), Some(e)) => {
                     if s < 0.0 || e < s {
-                        out.push(Diagnostic::error(at("ramp_up_end_rps"), format!("the ramp must go up: start {s} ≤ end {e}, both ≥ 0")).with_help("swap or fix ramp_up_start_rps and ramp_up_end_rps"));
+                        out.push(
+                            Diagnostic::error(
+                                at("ramp_up_end_rps"),
+                                format!("the ramp must go up: start {s} ≤ end {e}, both ≥ 0"),
+                            )
+                            .with_help("swap or fix ramp_up_start_rps and ramp_up_end_rps"),
+                        );
                     }
                     if strategy == RampUp::Exponential && s <= 0.0 {
-                        out.push(Diagnostic::error(at("ramp_up_start_rps"), "an exponential ramp cannot start at 0 requests per second").with_help("start at a small rate such as 1"));
+                        out.push(
+                            Diagnostic::error(
+                                at("ramp_up_start_rps"),
+                                "an exponential ramp cannot start at 0 requests per second",
+                            )
+                            .with_help("start at a small rate such as 1"),
+                        );
                     }
                 }
                 _ => out.push(
-                    Diagnostic::error(at("ramp_up_strategy"), "a ramp-up needs both ramp_up_start_rps and ramp_up_end_rps")
-                        .with_help("add ramp_up_start_rps = 1 and ramp_up_end_rps = 20"),
+                    Diagnostic::error(
+                        at("ramp_up_strategy"),
+                        "a ramp-up needs both ramp_up_start_rps and ramp_up_end_rps",
+                    )
+                    .with_help("add ramp_up_start_rps = 1 and ramp_up_end_rps = 20"),
                 ),
             }
         }
         None => {
             if p.ramp_up_start_rps.is_some() || p.ramp_up_end_rps.is_some() {
                 out.push(
-                    Diagnostic::error(at("ramp_up_start_rps"), "ramp-up rates are set without ramp_up_strategy")
-                        .with_help("add ramp_up_strategy = \"linear\" or \"exponential\""),
+                    Diagnostic::error(
+                        at("ramp_up_start_rps"),
+                        "ramp-up rates are set without ramp_up_strategy",
+                    )
+                    .with_help("add ramp_up_strategy = \"linear\" or \"exponential\""),
                 );
             }
         }
@@ -329,13 +528,21 @@ pub fn check_case(case: &Case, source: &PlanSource, slos: &[(Slo, String)], out:
 
     // SLOs that need something of the case.
     for (slo, path) in slos {
-        if slo.metric == SloMetric::GoodputRatio && p.goodput.as_ref().is_none_or(|g| g.ttft.is_none() && g.tpot.is_none() && g.e2el.is_none()) {
+        if slo.metric == SloMetric::GoodputRatio
+            && p.goodput
+                .as_ref()
+                .is_none_or(|g| g.ttft.is_none() && g.tpot.is_none() && g.e2el.is_none())
+        {
             out.push(
                 Diagnostic::error(path, "`goodput_ratio` needs a goodput definition")
                     .with_help("add goodput = { ttft = \"500ms\", tpot = \"50ms\" } to defaults"),
             );
         }
-        if let SloMetric::Latency { stat: Stat::Percentile(q), .. } = slo.metric {
+        if let SloMetric::Latency {
+            stat: Stat::Percentile(q),
+            ..
+        } = slo.metric
+        {
             if q >= 99.0 && p.num_prompts < 100 {
                 out.push(
                     Diagnostic::warning(at("num_prompts"), format!("{} prompts are few for a p{} SLO: the tail rests on one or two requests", p.num_prompts, crate::slo::percentile_label(q)))
@@ -346,10 +553,13 @@ pub fn check_case(case: &Case, source: &PlanSource, slos: &[(Slo, String)], out:
     }
 }
 
-fn check_lengths(ds: &Dataset, at: &str, out: &mut Vec<Diagnostic>) {
+fn check_lengths(ds: &Dataset, at: &dyn Fn() -> String, out: &mut Vec<Diagnostic>) {
     let mut need_pos = |key: &str, v: u64| {
         if v == 0 {
-            out.push(Diagnostic::error(join_key(at, key), format!("`{key}` must be at least 1")));
+            out.push(Diagnostic::error(
+                join_key(&at(), key),
+                format!("`{key}` must be at least 1"),
+            ));
         }
     };
     let mut ratios: Vec<(&str, f64)> = Vec::new();
@@ -369,7 +579,10 @@ fn check_lengths(ds: &Dataset, at: &str, out: &mut Vec<Diagnostic>) {
             ratios.push(("range_ratio", d.range_ratio));
             for (i, b) in d.buckets.iter().enumerate() {
                 if b.width == 0 || b.height == 0 || b.frames == 0 {
-                    out.push(Diagnostic::error(join_index(&join_key(at, "buckets"), i), "image sizes and frame counts must be at least 1"));
+                    out.push(Diagnostic::error(
+                        join_index(&join_key(&at(), "buckets"), i),
+                        "image sizes and frame counts must be at least 1",
+                    ));
                 }
             }
         }
@@ -386,34 +599,55 @@ fn check_lengths(ds: &Dataset, at: &str, out: &mut Vec<Diagnostic>) {
             need_pos("input_len", d.input_len);
             need_pos("output_len", d.output_len);
             if d.num_turns.is_none() && d.min_turns > d.max_turns {
-                out.push(Diagnostic::error(join_key(at, "min_turns"), "min_turns is above max_turns"));
+                out.push(Diagnostic::error(
+                    join_key(&at(), "min_turns"),
+                    "min_turns is above max_turns",
+                ));
             }
-            if d.prefix_global_ratio + d.prefix_conversation_ratio >= 1.0 && d.prefix_global_ratio + d.prefix_conversation_ratio > 0.0 {
-                out.push(Diagnostic::error(join_key(at, "prefix_global_ratio"), "prefix_global_ratio + prefix_conversation_ratio must be below 1"));
+            if d.prefix_global_ratio + d.prefix_conversation_ratio >= 1.0
+            {
+                out.push(Diagnostic::error(
+                    join_key(&at(), "prefix_global_ratio"),
+                    "prefix_global_ratio + prefix_conversation_ratio must be below 1",
+                ));
             }
         }
         _ => {}
     }
     for (key, r) in ratios {
         if !(0.0..1.0).contains(&r) {
-            out.push(Diagnostic::error(join_key(at, key), format!("`{key}` must be in [0, 1), not {r}")));
+            out.push(Diagnostic::error(
+                join_key(&at(), key),
+                format!("`{key}` must be in [0, 1), not {r}"),
+            ));
         }
     }
 }
 
 /// Fills in the backend and endpoint: the case's own, else the service's, else vLLM's default.
 pub fn resolve_target(params: &mut CaseParams, service: &Service) {
-    let backend = params.backend.or(service.backend).unwrap_or(Backend::Openai);
+    let backend = params
+        .backend
+        .or(service.backend)
+        .unwrap_or(Backend::Openai);
     params.backend = Some(backend);
     if params.endpoint.is_none() {
-        params.endpoint = Some(service.endpoint.clone().unwrap_or_else(|| backend.default_endpoint().to_string()));
+        params.endpoint = Some(
+            service
+                .endpoint
+                .clone()
+                .unwrap_or_else(|| backend.default_endpoint().to_string()),
+        );
     }
 }
 
 /// Fills in what a checked case implies: vLLM's ignore_eos default, and the percentiles
 /// and metrics its SLOs read (a p99.9 SLO makes the case compute p99.9).
 pub fn resolve_implied(params: &mut CaseParams, slos: &[(Slo, String)]) {
-    if params.ignore_eos.is_none() && !params.backend().is_pooling() && params.dataset.ignores_eos_by_default() {
+    if params.ignore_eos.is_none()
+        && !params.backend().is_pooling()
+        && params.dataset.ignores_eos_by_default()
+    {
         params.ignore_eos = Some(true);
     }
     let mut metrics = params.percentile_metrics();

@@ -8,7 +8,9 @@
 use indexmap::IndexMap;
 use serde_json::Value;
 
-use super::case::{Case, fnv1a64, slug};
+use std::sync::Arc;
+
+use super::case::{Assignment, Case, FnvWriter, slug};
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::plan::source::{join_index, join_key};
 use crate::plan::{CaseParams, Plan};
@@ -22,8 +24,10 @@ struct Dim {
 /// A candidate case before resolution: the service and the assigned axis values.
 pub struct Combo {
     pub service: String,
-    /// (axis key, value, origin key path), in axis order.
-    pub values: Vec<(String, Value, String)>,
+    /// The assigned values, in axis order.
+    pub values: Vec<Assignment>,
+    /// Made by `matrix.include` (its keys may differ from the product's).
+    pub included: bool,
 }
 
 /// Keys a matrix axis may name at the top level, with the schema's names.
@@ -50,7 +54,9 @@ pub fn set_path(root: &mut Value, key: &str, value: Value) {
             map.insert(part.to_string(), value);
             return;
         }
-        node = map.entry(part.to_string()).or_insert_with(|| Value::Object(Default::default()));
+        node = map
+            .entry(part.to_string())
+            .or_insert_with(|| Value::Object(Default::default()));
     }
 }
 
@@ -74,7 +80,10 @@ pub fn combos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> Vec<Combo> {
     for (key, values) in &m.axes {
         let path = join_key("matrix", key);
         if values.is_empty() {
-            diags.push(Diagnostic::error(&path, "axis has no values").with_help("list at least one value, or remove the axis"));
+            diags.push(
+                Diagnostic::error(&path, "axis has no values")
+                    .with_help("list at least one value, or remove the axis"),
+            );
             axes_ok = false;
         }
         let top = key.split('.').next().unwrap_or(key);
@@ -94,8 +103,14 @@ pub fn combos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> Vec<Combo> {
                     Some(s) if plan.services.contains_key(s) => {}
                     _ => {
                         let names: Vec<&str> = plan.services.keys().map(String::as_str).collect();
-                        let mut d = Diagnostic::error(join_index(&path, i), format!("service {v} is not defined in `services`"));
-                        if let Some(s) = v.as_str().and_then(|s| did_you_mean(s, names.iter().copied())) {
+                        let mut d = Diagnostic::error(
+                            join_index(&path, i),
+                            format!("service {v} is not defined in `services`"),
+                        );
+                        if let Some(s) = v
+                            .as_str()
+                            .and_then(|s| did_you_mean(s, names.iter().copied()))
+                        {
                             d = d.with_help(format!("did you mean `{s}`?"));
                         } else {
                             d = d.with_help(format!("defined services: {}", names.join(", ")));
@@ -112,8 +127,13 @@ pub fn combos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> Vec<Combo> {
             set_path(&mut probe, key, v.clone());
             if let Err(e) = serde_json::from_value::<CaseParams>(probe) {
                 diags.push(
-                    Diagnostic::error(join_index(&path, i), format!("bad value {v} for `{key}`: {e}"))
-                        .with_help("give a value of the type this parameter takes (see `benchplan schema`)"),
+                    Diagnostic::error(
+                        join_index(&path, i),
+                        format!("bad value {v} for `{key}`: {e}"),
+                    )
+                    .with_help(
+                        "give a value of the type this parameter takes (see `benchplan schema`)",
+                    ),
                 );
                 axes_ok = false;
             }
@@ -132,11 +152,20 @@ pub fn combos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> Vec<Combo> {
                 continue;
             };
             if name == "service" {
-                diags.push(Diagnostic::error(join_index(&gpath, j), "`service` cannot be zipped").with_help("zip parameter axes only; services always form the outer loop"));
+                diags.push(
+                    Diagnostic::error(join_index(&gpath, j), "`service` cannot be zipped")
+                        .with_help("zip parameter axes only; services always form the outer loop"),
+                );
                 axes_ok = false;
             }
             if zipped_with.insert(ai, g).is_some() {
-                diags.push(Diagnostic::error(join_index(&gpath, j), format!("axis `{name}` is in more than one zip group")).with_help("put each axis in one group"));
+                diags.push(
+                    Diagnostic::error(
+                        join_index(&gpath, j),
+                        format!("axis `{name}` is in more than one zip group"),
+                    )
+                    .with_help("put each axis in one group"),
+                );
                 axes_ok = false;
             }
             let n = m.axes[ai].len();
@@ -153,7 +182,10 @@ pub fn combos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> Vec<Combo> {
             }
         }
         if group.len() < 2 {
-            diags.push(Diagnostic::warning(&gpath, "a zip group of fewer than two axes changes nothing"));
+            diags.push(Diagnostic::warning(
+                &gpath,
+                "a zip group of fewer than two axes changes nothing",
+            ));
         }
     }
 
@@ -162,23 +194,38 @@ pub fn combos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> Vec<Combo> {
         for (i, entry) in entries.iter().enumerate() {
             let epath = join_index(&format!("matrix.{what}"), i);
             if entry.is_empty() {
-                diags.push(Diagnostic::error(&epath, format!("empty {what} entry")).with_help("name at least one axis and its value"));
+                diags.push(
+                    Diagnostic::error(&epath, format!("empty {what} entry"))
+                        .with_help("name at least one axis and its value"),
+                );
                 axes_ok = false;
             }
             for (k, v) in entry {
                 if k == "service" {
                     if !v.as_str().is_some_and(|s| plan.services.contains_key(s)) {
-                        diags.push(Diagnostic::error(join_key(&epath, k), format!("service {v} is not defined in `services`")).with_help("use a name from `services`"));
+                        diags.push(
+                            Diagnostic::error(
+                                join_key(&epath, k),
+                                format!("service {v} is not defined in `services`"),
+                            )
+                            .with_help("use a name from `services`"),
+                        );
                         axes_ok = false;
                     }
-                } else if !axis_keys.iter().any(|a| *a == k) {
+                } else if !axis_keys.contains(&k) {
                     diags.push(undeclared(&join_key(&epath, k), k, &axis_keys));
                     axes_ok = false;
                 } else if what == "include" {
                     let mut probe = defaults_json.clone();
                     set_path(&mut probe, k, v.clone());
                     if let Err(e) = serde_json::from_value::<CaseParams>(probe) {
-                        diags.push(Diagnostic::error(join_key(&epath, k), format!("bad value {v} for `{k}`: {e}")).with_help("give a value of the type this parameter takes"));
+                        diags.push(
+                            Diagnostic::error(
+                                join_key(&epath, k),
+                                format!("bad value {v} for `{k}`: {e}"),
+                            )
+                            .with_help("give a value of the type this parameter takes"),
+                        );
                         axes_ok = false;
                     }
                 }
@@ -199,23 +246,53 @@ pub fn combos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> Vec<Combo> {
         }
         match zipped_with.get(&ai) {
             Some(&g) => {
-                let first = m.zip[g].iter().filter_map(|n| axis_keys.iter().position(|k| *k == n)).min();
+                let first = m.zip[g]
+                    .iter()
+                    .filter_map(|n| axis_keys.iter().position(|k| *k == n))
+                    .min();
                 if first == Some(ai) {
-                    let axes: Vec<usize> = m.zip[g].iter().filter_map(|n| axis_keys.iter().position(|k| *k == n)).collect();
-                    dims.push(Dim { len: m.axes[ai].len(), axes });
+                    let axes: Vec<usize> = m.zip[g]
+                        .iter()
+                        .filter_map(|n| axis_keys.iter().position(|k| *k == n))
+                        .collect();
+                    dims.push(Dim {
+                        len: m.axes[ai].len(),
+                        axes,
+                    });
                 }
             }
-            None => dims.push(Dim { axes: vec![ai], len: m.axes[ai].len() }),
+            None => dims.push(Dim {
+                axes: vec![ai],
+                len: m.axes[ai].len(),
+            }),
         }
     }
-    let services: Vec<(String, String)> = match service_axis {
+    let services: Vec<(String, Arc<str>)> = match service_axis {
         Some(ai) => m.axes[ai]
             .iter()
             .enumerate()
-            .filter_map(|(i, v)| v.as_str().map(|s| (s.to_string(), join_index("matrix.service", i))))
+            .filter_map(|(i, v)| {
+                v.as_str()
+                    .map(|s| (s.to_string(), join_index("matrix.service", i).into()))
+            })
             .collect(),
-        None => plan.services.keys().map(|s| (s.clone(), String::new())).collect(),
+        None => plan
+            .services
+            .keys()
+            .map(|s| (s.clone(), Arc::from("")))
+            .collect(),
     };
+    // Shared once, cloned per case as reference counts.
+    let shared_keys: Vec<Arc<str>> = axis_keys.iter().map(|k| Arc::from(k.as_str())).collect();
+    let shared_origins: Vec<Vec<Arc<str>>> = axis_keys
+        .iter()
+        .map(|k| {
+            (0..m.axes[*k].len())
+                .map(|i| Arc::from(join_index(&join_key("matrix", k), i)))
+                .collect()
+        })
+        .collect();
+    let service_key: Arc<str> = Arc::from("service");
 
     let total: usize = services.len() * dims.iter().map(|d| d.len).product::<usize>();
     let mut out = Vec::with_capacity(total);
@@ -226,12 +303,19 @@ pub fn combos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> Vec<Combo> {
         loop {
             let mut values = Vec::with_capacity(axis_keys.len());
             if service_axis.is_some() {
-                values.push(("service".to_string(), Value::String(service.clone()), service_origin.clone()));
+                values.push(Assignment {
+                    key: service_key.clone(),
+                    value: Value::String(service.clone()),
+                    origin: service_origin.clone(),
+                });
             }
             for (d, dim) in dims.iter().enumerate() {
                 for &ai in &dim.axes {
-                    let key = axis_keys[ai];
-                    values.push((key.clone(), m.axes[ai][idx[d]].clone(), join_index(&join_key("matrix", key), idx[d])));
+                    values.push(Assignment {
+                        key: shared_keys[ai].clone(),
+                        value: m.axes[ai][idx[d]].clone(),
+                        origin: shared_origins[ai][idx[d]].clone(),
+                    });
                 }
             }
             let excluded = m.exclude.iter().enumerate().find(|(_, e)| {
@@ -239,13 +323,19 @@ pub fn combos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> Vec<Combo> {
                     if k == "service" {
                         v.as_str() == Some(service.as_str())
                     } else {
-                        values.iter().any(|(a, x, _)| a == k && same_value(x, v))
+                        values
+                            .iter()
+                            .any(|a| &*a.key == k && same_value(&a.value, v))
                     }
                 })
             });
             match excluded {
                 Some((i, _)) => exclude_hits[i] += 1,
-                None => out.push(Combo { service: service.clone(), values }),
+                None => out.push(Combo {
+                    service: service.clone(),
+                    values,
+                    included: false,
+                }),
             }
             // Row-major increment: the last dimension varies fastest.
             let mut d = dims.len();
@@ -267,7 +357,13 @@ pub fn combos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> Vec<Combo> {
     }
     for (i, hits) in exclude_hits.iter().enumerate() {
         if *hits == 0 {
-            diags.push(Diagnostic::warning(join_index("matrix.exclude", i), "this exclude entry matches no case").with_help("check its values against the axes"));
+            diags.push(
+                Diagnostic::warning(
+                    join_index("matrix.exclude", i),
+                    "this exclude entry matches no case",
+                )
+                .with_help("check its values against the axes"),
+            );
         }
     }
 
@@ -280,9 +376,17 @@ pub fn combos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> Vec<Combo> {
         for service in targets {
             let values = entry
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone(), join_key(&epath, k)))
+                .map(|(k, v)| Assignment {
+                    key: Arc::from(k.as_str()),
+                    value: v.clone(),
+                    origin: Arc::from(join_key(&epath, k)),
+                })
                 .collect();
-            out.push(Combo { service, values });
+            out.push(Combo {
+                service,
+                values,
+                included: true,
+            });
         }
     }
     out
@@ -293,32 +397,40 @@ fn undeclared(path: &str, name: &str, axes: &[&String]) -> Diagnostic {
     match did_you_mean(name, axes.iter().map(|s| s.as_str())) {
         Some(s) => d.with_help(format!("did you mean `{s}`?")),
         None if axes.is_empty() => d.with_help("declare the axis in [matrix] first"),
-        None => d.with_help(format!("declared axes: {}", axes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))),
+        None => d.with_help(format!(
+            "declared axes: {}",
+            axes.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
 }
 
-/// The canonical text a case's hash is taken over.
-pub fn canonical(service: &str, params: &CaseParams) -> String {
-    let mut s = String::with_capacity(512);
-    s.push_str(service);
-    s.push('\n');
-    s.push_str(&serde_json::to_string(params).expect("params serialise"));
-    s
+/// The hash a case's id ends with: FNV-1a over the service name and the resolved parameters' JSON.
+pub fn case_hash(service: &str, params: &CaseParams) -> u64 {
+    let mut w = FnvWriter::default();
+    std::io::Write::write_all(&mut w, service.as_bytes()).expect("hashing cannot fail");
+    std::io::Write::write_all(&mut w, b"\n").expect("hashing cannot fail");
+    serde_json::to_writer(&mut w, params).expect("params serialise");
+    w.0
 }
 
 /// Builds the case from a combination; its id is set once its parameters are final.
-pub fn make_case(combo: Combo, params: CaseParams, id: &str) -> Case {
-    let mut assignments = IndexMap::with_capacity(combo.values.len());
-    let mut origins = IndexMap::with_capacity(combo.values.len());
-    for (k, v, o) in combo.values {
-        assignments.insert(k.clone(), v);
-        origins.insert(k, o);
+pub fn make_case(combo: Combo, params: CaseParams) -> Case {
+    Case {
+        id: String::new(),
+        service: combo.service,
+        params,
+        assignments: combo.values,
     }
-    Case { id: id.to_string(), service: combo.service, params, assignments, origins }
 }
 
-/// `{slug}-{12 hex digits of the hash of the canonical text}`.
-pub fn case_id(case: &Case, canonical_text: &str) -> String {
-    let hash = fnv1a64(canonical_text.as_bytes());
-    format!("{}-{:012x}", slug(&case.service, &case.assignments), hash >> 16)
+/// `{slug}-{12 hex digits of the case hash}`.
+pub fn case_id(case: &Case, hash: u64) -> String {
+    format!(
+        "{}-{:012x}",
+        slug(&case.service, &case.assignments),
+        hash >> 16
+    )
 }

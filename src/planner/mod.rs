@@ -11,6 +11,7 @@ pub mod expand;
 use std::collections::HashMap;
 
 use indexmap::IndexMap;
+use serde::Deserialize;
 
 pub use case::Case;
 
@@ -43,8 +44,17 @@ impl Planned {
 
 /// The service used when a plan names none: the embedded simulator.
 pub fn default_service() -> (String, Service) {
-    let sim = SimSpec { preset: Some(Preset::Tiny), ..SimSpec::default() };
-    ("sim".to_string(), Service { sim: Some(sim), ..Service::default() })
+    let sim = SimSpec {
+        preset: Some(Preset::Tiny),
+        ..SimSpec::default()
+    };
+    (
+        "sim".to_string(),
+        Service {
+            sim: Some(sim),
+            ..Service::default()
+        },
+    )
 }
 
 /// Loads, expands and validates. On failure, every diagnostic (errors and warnings).
@@ -55,7 +65,10 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         plan.services.insert(name, svc);
     }
     if plan.services.is_empty() {
-        diags.push(Diagnostic::error("services", "no services are defined").with_help("add [services.local] sim = { preset = \"tiny\" }"));
+        diags.push(
+            Diagnostic::error("services", "no services are defined")
+                .with_help("add [services.local] sim = { preset = \"tiny\" }"),
+        );
     }
     let slos = check::parse_slos(plan.slo.as_ref(), "slo", &mut diags);
     check::check_plan(&plan, &source, &slos, &mut diags);
@@ -73,23 +86,30 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
             .or_insert((d, 1, case.to_string()));
     };
     let mut cases = Vec::with_capacity(combos.len());
+    // Case hash → index of the first case with it (64-bit FNV: a false duplicate among
+    // 100,000 cases has odds near 1 in 10^9).
     let mut seen: HashMap<u64, usize> = HashMap::with_capacity(combos.len());
-    let mut canon_texts: Vec<String> = Vec::with_capacity(combos.len());
+    // Product cases all assign the same keys, so one working tree is overwritten in place.
+    let mut working = defaults_json.clone();
     for combo in combos {
         let service = &plan.services[&combo.service];
-        let params = if combo.values.iter().all(|(k, _, _)| k == "service") {
-            Ok(plan.defaults.clone())
+        let mut fresh;
+        let json = if combo.included {
+            fresh = defaults_json.clone();
+            &mut fresh
         } else {
-            let mut json = defaults_json.clone();
-            for (k, v, _) in &combo.values {
-                if k != "service" {
-                    expand::set_path(&mut json, k, v.clone());
-                }
-            }
-            serde_json::from_value::<CaseParams>(json)
+            &mut working
         };
-        let origin = combo.values.last().map(|(_, _, o)| o.clone()).unwrap_or_else(|| "defaults".into());
-        let mut params = match params {
+        for a in &combo.values {
+            if &*a.key != "service" {
+                expand::set_path(json, &a.key, a.value.clone());
+            }
+        }
+        let origin = combo
+            .values
+            .last()
+            .map_or_else(|| "defaults".to_string(), |a| a.origin.to_string());
+        let mut params = match CaseParams::deserialize(&*json) {
             Ok(p) => p,
             Err(e) => {
                 record(
@@ -101,37 +121,49 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
             }
         };
         check::resolve_target(&mut params, service);
-        let mut case = expand::make_case(combo, params, "");
+        let mut case = expand::make_case(combo, params);
         let mut found = Vec::new();
         check::check_case(&case, &source, &slos, &mut found);
         check::resolve_implied(&mut case.params, &slos);
-        let canon = expand::canonical(&case.service, &case.params);
-        case.id = expand::case_id(&case, &canon);
+        let hash = expand::case_hash(&case.service, &case.params);
+        case.id = expand::case_id(&case, hash);
         for d in found {
             record(d, &case.id);
         }
-        let hash = case::fnv1a64(canon.as_bytes());
         if let Some(&first) = seen.get(&hash) {
-            if canon_texts[first] == canon {
-                let first_id = &cases.get(first).map_or("", |c: &Case| c.id.as_str()).to_string();
-                record(
-                    Diagnostic::error(case.origins.values().last().cloned().unwrap_or_else(|| "matrix".into()), format!("duplicate case: same service and parameters as case `{first_id}`"))
-                        .with_help("remove the repeated axis value or include entry"),
-                    &case.id,
-                );
-                continue;
-            }
+            let first_id = cases
+                .get(first)
+                .map_or("", |c: &Case| c.id.as_str())
+                .to_string();
+            record(
+                Diagnostic::error(
+                    origin,
+                    format!("duplicate case: same service and parameters as case `{first_id}`"),
+                )
+                .with_help("remove the repeated axis value or include entry"),
+                &case.id,
+            );
+            continue;
         }
         seen.insert(hash, cases.len());
-        canon_texts.push(canon);
         cases.push(case);
     }
     for (_, (mut d, count, first)) in per_case {
-        d.message = if count > 1 { format!("{} ({count} cases, first: {first})", d.message) } else { format!("{} (case {first})", d.message) };
+        d.message = if count > 1 {
+            format!("{} ({count} cases, first: {first})", d.message)
+        } else {
+            format!("{} (case {first})", d.message)
+        };
         diags.push(d);
     }
     if cases.is_empty() && !had_errors && !diags.iter().any(Diagnostic::is_error) {
-        diags.push(Diagnostic::error("matrix", "the plan has no cases: every combination is excluded").with_help("loosen matrix.exclude"));
+        diags.push(
+            Diagnostic::error(
+                "matrix",
+                "the plan has no cases: every combination is excluded",
+            )
+            .with_help("loosen matrix.exclude"),
+        );
     }
     for d in &mut diags {
         if d.location.is_none() {
@@ -142,5 +174,11 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         diags.sort_by_key(|d| d.severity);
         return Err(Diagnostics(diags));
     }
-    Ok(Planned { plan, source, cases, slos, warnings: diags })
+    Ok(Planned {
+        plan,
+        source,
+        cases,
+        slos,
+        warnings: diags,
+    })
 }

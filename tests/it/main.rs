@@ -1,0 +1,7 @@
+//! The one integration-test binary (so the suite links once). Each module is one area.
+
+mod bad_plans;
+mod cases;
+mod cli;
+mod plans;
+mod support;

@@ -1,0 +1,46 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use benchplan::diag::Diagnostics;
+use benchplan::plan::{Format, PlanSource};
+use benchplan::planner::{self, Planned};
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Plans text as if read from `bad.toml` / `bad.yaml` in `dir`.
+pub fn plan_text(text: &str, format: Format, dir: &Path) -> Result<Planned, Diagnostics> {
+    let name = match format {
+        Format::Toml => "bad.toml",
+        Format::Yaml => "bad.yaml",
+    };
+    let source = PlanSource::parse(text, name, dir.to_path_buf(), format)?;
+    planner::plan(source)
+}
+
+pub fn plan_toml(text: &str) -> Planned {
+    match plan_text(text, Format::Toml, &repo().join("plans")) {
+        Ok(p) => p,
+        Err(d) => panic!("plan should be valid, got:\n{d}"),
+    }
+}
+
+/// Runs the benchplan binary.
+pub fn benchplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("benchplan runs")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}

@@ -44,6 +44,28 @@ pub enum Command {
     },
     /// Print the plan JSON schema.
     Schema,
+    /// Run the embedded simulator as a standalone OpenAI-compatible server.
+    Sim(SimArgs),
+}
+
+/// `benchplan sim`: where to listen and how to behave.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Starting point for every parameter (default: the config file's, else tiny).
+    #[arg(long, value_enum)]
+    pub preset: Option<crate::plan::sim::Preset>,
+    /// A TOML or YAML file with a preset and parameters, as in a plan's `sim = {…}`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Set one parameter: --set itl=5ms --set max_num_seqs=8. Repeatable.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
 }
 
 /// How a plan is read: the file, its format, and overrides.
@@ -111,6 +133,7 @@ pub fn run(cli: Cli) -> ExitCode {
             print!("{}", crate::plan::schema::plan_schema_json());
             exit::OK
         }
+        Command::Sim(args) => crate::sim::cli::run(&args),
     };
     ExitCode::from(code)
 }

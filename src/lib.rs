@@ -10,4 +10,6 @@ pub mod cli;
 pub mod diag;
 pub mod plan;
 pub mod planner;
+pub mod rng;
+pub mod sim;
 pub mod slo;

@@ -1,0 +1,185 @@
+//! Response bodies: a whole JSON body, or an SSE stream fed by engine events.
+//!
+//! The stream formats each chunk from prebuilt text around the token words and
+//! drains every event that is already queued into one write, so a fast engine
+//! produces few large writes rather than many small ones.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Body, Frame, SizeHint};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::engine::{Event, Finish};
+use super::vocab;
+
+/// Why a stream was cut (an injected disconnect).
+#[derive(Debug)]
+pub struct StreamCut;
+
+impl std::fmt::Display for StreamCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stream cut by the simulator's disconnect_rate")
+    }
+}
+
+impl std::error::Error for StreamCut {}
+
+/// The token id at output position `i` of a request with `seed` (deterministic text).
+pub fn output_token(seed: u64, i: u64) -> u32 {
+    ((seed.wrapping_add(i.wrapping_mul(7919))) % u64::from(vocab::VOCAB_SIZE)) as u32
+}
+
+/// Completions or chat chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Completions,
+    Chat,
+}
+
+/// Everything a stream needs to write its chunks.
+pub struct SseStream {
+    pub events: UnboundedReceiver<Event>,
+    pub api: Api,
+    /// `data: {"id":…,"model":…,"choices":[{"index":0,` — shared by every chunk.
+    pub head: String,
+    /// The same without choices, for the usage chunk: `data: {"id":…,"model":…,`.
+    pub usage_head: String,
+    pub include_usage: bool,
+    pub prompt_tokens: u64,
+    pub seed: u64,
+    pub finished: bool,
+    pub completion_tokens: u64,
+}
+
+impl SseStream {
+    fn write_event(&mut self, ev: Event, buf: &mut BytesMut) -> Result<(), StreamCut> {
+        let Event::Tokens { start, n, finish, cached_tokens } = ev else {
+            return Err(StreamCut);
+        };
+        if start == 0 && self.api == Api::Chat {
+            // vLLM's chat stream opens with a role-only delta, right before the first token.
+            buf.extend_from_slice(self.head.as_bytes());
+            buf.extend_from_slice(br#""delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#);
+            buf.extend_from_slice(b"\n\n");
+        }
+        buf.extend_from_slice(self.head.as_bytes());
+        buf.extend_from_slice(match self.api {
+            Api::Completions => br#""text":""#.as_slice(),
+            Api::Chat => br#""delta":{"content":""#.as_slice(),
+        });
+        for i in start..start + n {
+            buf.extend_from_slice(b" ");
+            buf.extend_from_slice(vocab::word(output_token(self.seed, i)).as_bytes());
+        }
+        buf.extend_from_slice(match self.api {
+            Api::Completions => br#"","logprobs":null,"finish_reason":"#.as_slice(),
+            Api::Chat => br#""},"logprobs":null,"finish_reason":"#.as_slice(),
+        });
+        match finish {
+            None => buf.extend_from_slice(b"null"),
+            Some(f) => {
+                buf.extend_from_slice(b"\"");
+                buf.extend_from_slice(f.as_str().as_bytes());
+                buf.extend_from_slice(b"\"");
+            }
+        }
+        buf.extend_from_slice(b"}]}\n\n");
+        self.completion_tokens = start + n;
+        if finish.is_some() {
+            self.finish(cached_tokens, buf);
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, cached_tokens: u64, buf: &mut BytesMut) {
+        if self.include_usage {
+            buf.extend_from_slice(self.usage_head.as_bytes());
+            buf.extend_from_slice(usage_json(self.prompt_tokens, self.completion_tokens, cached_tokens).as_bytes());
+            buf.extend_from_slice(b"}\n\n");
+        }
+        buf.extend_from_slice(b"data: [DONE]\n\n");
+        self.finished = true;
+    }
+}
+
+/// `"choices":[],"usage":{…}` as vLLM writes it in the final chunk.
+pub fn usage_json(prompt: u64, completion: u64, cached: u64) -> String {
+    format!(
+        r#""choices":[],"usage":{{"prompt_tokens":{prompt},"total_tokens":{},"completion_tokens":{completion},"prompt_tokens_details":{{"cached_tokens":{cached}}}}}"#,
+        prompt + completion
+    )
+}
+
+/// A response body.
+pub enum SimBody {
+    Full(Option<Bytes>),
+    Sse(Box<SseStream>),
+}
+
+impl SimBody {
+    pub fn full(b: impl Into<Bytes>) -> SimBody {
+        SimBody::Full(Some(b.into()))
+    }
+}
+
+impl Body for SimBody {
+    type Data = Bytes;
+    type Error = StreamCut;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, StreamCut>>> {
+        match self.get_mut() {
+            SimBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            SimBody::Sse(s) => {
+                if s.finished {
+                    return Poll::Ready(None);
+                }
+                let first = match s.events.poll_recv(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    // The engine dropped the request (shutdown): end the stream as cut.
+                    Poll::Ready(None) => return Poll::Ready(Some(Err(StreamCut))),
+                    Poll::Ready(Some(ev)) => ev,
+                };
+                let mut buf = BytesMut::with_capacity(512);
+                if let Err(e) = s.write_event(first, &mut buf) {
+                    return Poll::Ready(Some(Err(e)));
+                }
+                // Coalesce what is already queued, up to a sensible write size.
+                while !s.finished && buf.len() < 64 * 1024 {
+                    match s.events.try_recv() {
+                        Ok(ev) => {
+                            if s.write_event(ev, &mut buf).is_err() {
+                                // Deliver what was produced; the cut shows on the next poll.
+                                s.events.close();
+                                break;
+                            }
+                        }
+                        Err(_) => break,
+                    }
+                }
+                Poll::Ready(Some(Ok(Frame::data(buf.freeze()))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            SimBody::Full(b) => b.is_none(),
+            SimBody::Sse(s) => s.finished,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            SimBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            SimBody::Full(None) => SizeHint::with_exact(0),
+            SimBody::Sse(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// Keeps `Finish` in this module's public vocabulary for non-streamed answers.
+pub fn finish_reason(f: Option<Finish>) -> &'static str {
+    f.map_or("length", Finish::as_str)
+}

@@ -7,6 +7,7 @@
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 pub mod cli;
+pub mod client;
 pub mod diag;
 pub mod plan;
 pub mod planner;

@@ -22,8 +22,16 @@ fn splitmix64(x: &mut u64) -> u64 {
 impl Rng {
     pub fn new(seed: u64) -> Rng {
         let mut x = seed;
-        let s = [splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x)];
-        Rng { s, spare_normal: None }
+        let s = [
+            splitmix64(&mut x),
+            splitmix64(&mut x),
+            splitmix64(&mut x),
+            splitmix64(&mut x),
+        ];
+        Rng {
+            s,
+            spare_normal: None,
+        }
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -112,14 +120,18 @@ mod tests {
 
     #[test]
     fn same_seed_same_stream() {
-        let a: Vec<u64> = (0..5).map({
-            let mut r = Rng::new(7);
-            move |_| r.next_u64()
-        }).collect();
-        let b: Vec<u64> = (0..5).map({
-            let mut r = Rng::new(7);
-            move |_| r.next_u64()
-        }).collect();
+        let a: Vec<u64> = (0..5)
+            .map({
+                let mut r = Rng::new(7);
+                move |_| r.next_u64()
+            })
+            .collect();
+        let b: Vec<u64> = (0..5)
+            .map({
+                let mut r = Rng::new(7);
+                move |_| r.next_u64()
+            })
+            .collect();
         assert_eq!(a, b);
         assert_ne!(Rng::new(8).next_u64(), a[0]);
     }
@@ -130,7 +142,10 @@ mod tests {
         let n = 200_000;
         let u: Vec<f64> = (0..n).map(|_| r.f64()).collect();
         let (m, v) = mean_var(&u);
-        assert!((m - 0.5).abs() < 0.005 && (v - 1.0 / 12.0).abs() < 0.002, "{m} {v}");
+        assert!(
+            (m - 0.5).abs() < 0.005 && (v - 1.0 / 12.0).abs() < 0.002,
+            "{m} {v}"
+        );
         let z: Vec<f64> = (0..n).map(|_| r.normal()).collect();
         let (m, v) = mean_var(&z);
         assert!(m.abs() < 0.01 && (v - 1.0).abs() < 0.02, "{m} {v}");
@@ -139,7 +154,10 @@ mod tests {
             let g: Vec<f64> = (0..n).map(|_| r.gamma(k, theta)).collect();
             let (m, v) = mean_var(&g);
             assert!((m / (k * theta) - 1.0).abs() < 0.02, "k={k}: mean {m}");
-            assert!((v / (k * theta * theta) - 1.0).abs() < 0.05, "k={k}: var {v}");
+            assert!(
+                (v / (k * theta * theta) - 1.0).abs() < 0.05,
+                "k={k}: var {v}"
+            );
         }
         let lo_hi: Vec<u64> = (0..10_000).map(|_| r.range(3, 5)).collect();
         assert!(lo_hi.iter().all(|x| (3..=5).contains(x)));

@@ -604,8 +604,7 @@ fn check_lengths(ds: &Dataset, at: &dyn Fn() -> String, out: &mut Vec<Diagnostic
                     "min_turns is above max_turns",
                 ));
             }
-            if d.prefix_global_ratio + d.prefix_conversation_ratio >= 1.0
-            {
+            if d.prefix_global_ratio + d.prefix_conversation_ratio >= 1.0 {
                 out.push(Diagnostic::error(
                     join_key(&at(), "prefix_global_ratio"),
                     "prefix_global_ratio + prefix_conversation_ratio must be below 1",

@@ -55,7 +55,13 @@ pub struct SseStream {
 
 impl SseStream {
     fn write_event(&mut self, ev: Event, buf: &mut BytesMut) -> Result<(), StreamCut> {
-        let Event::Tokens { start, n, finish, cached_tokens } = ev else {
+        let Event::Tokens {
+            start,
+            n,
+            finish,
+            cached_tokens,
+        } = ev
+        else {
             return Err(StreamCut);
         };
         if start == 0 && self.api == Api::Chat {
@@ -96,7 +102,9 @@ impl SseStream {
     fn finish(&mut self, cached_tokens: u64, buf: &mut BytesMut) {
         if self.include_usage {
             buf.extend_from_slice(self.usage_head.as_bytes());
-            buf.extend_from_slice(usage_json(self.prompt_tokens, self.completion_tokens, cached_tokens).as_bytes());
+            buf.extend_from_slice(
+                usage_json(self.prompt_tokens, self.completion_tokens, cached_tokens).as_bytes(),
+            );
             buf.extend_from_slice(b"}\n\n");
         }
         buf.extend_from_slice(b"data: [DONE]\n\n");
@@ -128,7 +136,10 @@ impl Body for SimBody {
     type Data = Bytes;
     type Error = StreamCut;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, StreamCut>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, StreamCut>>> {
         match self.get_mut() {
             SimBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             SimBody::Sse(s) => {

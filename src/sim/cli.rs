@@ -5,8 +5,8 @@ use serde_json::{Map, Value};
 use super::{SimConfig, Simulator};
 use crate::cli::{SimArgs, exit};
 use crate::diag::did_you_mean;
-use crate::plan::sim::SimSpec;
 use crate::plan::PlanSource;
+use crate::plan::sim::SimSpec;
 
 /// Builds the simulator's spec from `--config`, `--preset` and `--set`, in that order.
 pub fn spec_from_args(args: &SimArgs) -> Result<SimSpec, String> {
@@ -17,21 +17,33 @@ pub fn spec_from_args(args: &SimArgs) -> Result<SimSpec, String> {
         }
         None => Value::Object(Map::new()),
     };
-    let map = value.as_object_mut().ok_or("the simulator config must be a table of parameters")?;
+    let map = value
+        .as_object_mut()
+        .ok_or("the simulator config must be a table of parameters")?;
     for kv in &args.set {
-        let (k, v) = kv.split_once('=').ok_or_else(|| format!("--set `{kv}` has no `=`; write --set itl=5ms"))?;
-        let v = serde_json::from_str(v.trim()).unwrap_or_else(|_| Value::String(v.trim().to_string()));
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("--set `{kv}` has no `=`; write --set itl=5ms"))?;
+        let v =
+            serde_json::from_str(v.trim()).unwrap_or_else(|_| Value::String(v.trim().to_string()));
         map.insert(k.trim().to_string(), v);
     }
     if let Some(p) = args.preset {
-        map.insert("preset".into(), serde_json::to_value(p).expect("preset serialises"));
+        map.insert(
+            "preset".into(),
+            serde_json::to_value(p).expect("preset serialises"),
+        );
     }
     // Unknown names are errors with a suggestion, as in plans.
     let schema = schemars::schema_for!(SimSpec).to_value();
-    let known: Vec<String> = schema["properties"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+    let known: Vec<String> = schema["properties"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
     for k in map.keys() {
         if !known.contains(k) {
-            let hint = did_you_mean(k, known.iter().map(String::as_str)).map_or_else(String::new, |s| format!(" (did you mean `{s}`?)"));
+            let hint = did_you_mean(k, known.iter().map(String::as_str))
+                .map_or_else(String::new, |s| format!(" (did you mean `{s}`?)"));
             return Err(format!("unknown simulator parameter `{k}`{hint}"));
         }
     }
@@ -54,7 +66,10 @@ pub fn run(args: &SimArgs) -> u8 {
             return exit::BAD_PLAN;
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     runtime.block_on(async move {
         let handle = match Simulator::start_on(config.clone(), addr).await {
             Ok(h) => h,
@@ -67,7 +82,10 @@ pub fn run(args: &SimArgs) -> u8 {
             "benchplan sim: model {} on {} (preset {}, max_num_seqs {}, itl {} ms)",
             config.model,
             handle.base_url,
-            serde_json::to_value(spec.preset.unwrap_or_default()).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+            serde_json::to_value(spec.preset.unwrap_or_default())
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
             config.max_num_seqs,
             config.itl * 1e3
         );

@@ -66,8 +66,17 @@ impl SimConfig {
             embedding_dim: 64,
         };
         match preset {
-            Preset::Fast => SimConfig { max_model_len: 1 << 20, max_num_seqs: 100_000, max_waiting_queue: 100_000, ..base },
-            Preset::GroundTruth => SimConfig { prefill_overhead: 0.020, itl: 0.010, ..base },
+            Preset::Fast => SimConfig {
+                max_model_len: 1 << 20,
+                max_num_seqs: 100_000,
+                max_waiting_queue: 100_000,
+                ..base
+            },
+            Preset::GroundTruth => SimConfig {
+                prefill_overhead: 0.020,
+                itl: 0.010,
+                ..base
+            },
             Preset::Tiny => SimConfig {
                 max_model_len: 4096,
                 max_num_seqs: 32,
@@ -161,7 +170,8 @@ impl SimConfig {
 
     /// Prefill time (s) before jitter and load, for `uncached` prompt tokens.
     pub fn prefill_time(&self, uncached: u64) -> f64 {
-        self.ttft.unwrap_or(self.prefill_overhead + uncached as f64 * self.prefill_time_per_token)
+        self.ttft
+            .unwrap_or(self.prefill_overhead + uncached as f64 * self.prefill_time_per_token)
     }
 }
 
@@ -173,14 +183,26 @@ mod tests {
     #[test]
     fn presets_and_overrides() {
         let h = SimConfig::preset(Preset::H100_8b);
-        assert_eq!((h.max_num_seqs, h.itl, h.prefill_overhead, h.time_factor_under_load), (16, 0.012, 0.030, 2.0));
+        assert_eq!(
+            (
+                h.max_num_seqs,
+                h.itl,
+                h.prefill_overhead,
+                h.time_factor_under_load
+            ),
+            (16, 0.012, 0.030, 2.0)
+        );
         assert!((h.prefill_time_per_token - 250e-6).abs() < 1e-12);
         assert_eq!(h.load_factor(1), 1.0);
         assert_eq!(h.load_factor(16), 2.0);
         assert!((h.load_factor(6) - (1.0 + 5.0 / 15.0)).abs() < 1e-12);
         let spec = SimSpec {
             preset: Some(Preset::Fast),
-            params: SimParams { itl: Some(Dur::from_secs_f64(0.005)), max_num_seqs: Some(4), ..Default::default() },
+            params: SimParams {
+                itl: Some(Dur::from_secs_f64(0.005)),
+                max_num_seqs: Some(4),
+                ..Default::default()
+            },
         };
         let c = SimConfig::from_spec(&spec);
         assert_eq!((c.itl, c.max_num_seqs, c.prefill_overhead), (0.005, 4, 0.0));

@@ -44,7 +44,12 @@ impl Finish {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Event {
     /// Tokens `start .. start + n` of the output are ready (n = 0 for pooling requests).
-    Tokens { start: u64, n: u64, finish: Option<Finish>, cached_tokens: u64 },
+    Tokens {
+        start: u64,
+        n: u64,
+        finish: Option<Finish>,
+        cached_tokens: u64,
+    },
     /// The stream is to be cut off here (injected disconnect).
     Cut,
 }
@@ -81,103 +86,128 @@ struct Seq {
 /// Spin instead of sleeping for the last stretch before a deadline: OS sleeps overshoot.
 const SPIN: Duration = Duration::from_micros(150);
 
-/// Runs the engine until every command sender is gone.
-pub fn run(config: SimConfig, stats: Arc<Stats>, commands: Receiver<Command>) {
-    let mut rng = Rng::new(config.seed ^ 0x5eed);
-    let mut cache = PrefixCache::new(config.kv_cache_blocks, config.block_size);
-    let mut waiting: VecDeque<Job> = VecDeque::new();
-    let mut seqs: HashMap<u64, Seq> = HashMap::new();
-    let mut heap: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
-    let mut next_id = 0u64;
-    let jitter = |rng: &mut Rng, mean: f64, std: f64| if std > 0.0 { (mean + std * rng.normal()).max(0.0) } else { mean };
+struct Engine {
+    config: SimConfig,
+    stats: Arc<Stats>,
+    rng: Rng,
+    cache: PrefixCache,
+    waiting: VecDeque<Job>,
+    seqs: HashMap<u64, Seq>,
+    /// (deadline, sequence id) of every running sequence's next event.
+    heap: BinaryHeap<Reverse<(Instant, u64)>>,
+    next_id: u64,
+}
 
-    loop {
-        // Wait for a command or the next deadline.
-        let now = Instant::now();
-        let next = heap.peek().map(|Reverse((t, _))| *t);
-        let first = match next {
-            None => match commands.recv() {
-                Ok(c) => Some(c),
-                Err(_) => return,
-            },
-            Some(t) if t > now + SPIN => match commands.recv_timeout(t - now - SPIN) {
-                Ok(c) => Some(c),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return,
-            },
-            Some(_) => None,
-        };
-        let mut handle = |c: Command, waiting: &mut VecDeque<Job>| match c {
+impl Engine {
+    fn jitter(&mut self, mean: f64, std: f64) -> f64 {
+        if std > 0.0 {
+            (mean + std * self.rng.normal()).max(0.0)
+        } else {
+            mean
+        }
+    }
+
+    /// Takes a command; false on shutdown.
+    fn handle(&mut self, c: Command) -> bool {
+        match c {
             Command::Submit(job) => {
-                stats.waiting.fetch_add(1, Relaxed);
-                waiting.push_back(job);
+                self.stats.waiting.fetch_add(1, Relaxed);
+                self.waiting.push_back(job);
             }
-            Command::ResetPrefixCache => cache.reset(),
-            Command::Shutdown => {}
-        };
-        let mut stop = false;
-        for c in first.into_iter().chain(std::iter::from_fn(|| commands.try_recv().ok())) {
-            stop |= matches!(c, Command::Shutdown);
-            handle(c, &mut waiting);
+            Command::ResetPrefixCache => self.cache.reset(),
+            Command::Shutdown => return false,
         }
-        if stop {
-            return;
-        }
+        true
+    }
 
-        // Admit waiting requests into free slots, oldest first.
-        while (seqs.len() as u64) < config.max_num_seqs {
-            let Some(job) = waiting.pop_front() else { break };
-            stats.waiting.fetch_sub(1, Relaxed);
+    fn can_admit(&self) -> bool {
+        !self.waiting.is_empty() && (self.seqs.len() as u64) < self.config.max_num_seqs
+    }
+
+    /// Moves waiting requests into free slots, oldest first, and schedules their prefill.
+    fn admit(&mut self) {
+        while (self.seqs.len() as u64) < self.config.max_num_seqs {
+            let Some(job) = self.waiting.pop_front() else {
+                break;
+            };
+            self.stats.waiting.fetch_sub(1, Relaxed);
             if job.events.is_closed() {
-                stats.in_system.fetch_sub(1, Relaxed);
+                self.stats.in_system.fetch_sub(1, Relaxed);
                 continue; // the client left while waiting
             }
             let prompt_len = job.prompt.len() as u64;
-            let cached = if config.enable_prefix_caching {
-                let hit = cache.lookup_and_insert(&job.prompt).cached_tokens;
-                stats.prefix_queries.fetch_add(prompt_len, Relaxed);
-                stats.prefix_hits.fetch_add(hit, Relaxed);
-                stats.kv_usage_ppm.store((cache.usage() * 1e6) as u64, Relaxed);
+            let cached = if self.config.enable_prefix_caching {
+                let hit = self.cache.lookup_and_insert(&job.prompt).cached_tokens;
+                self.stats.prefix_queries.fetch_add(prompt_len, Relaxed);
+                self.stats.prefix_hits.fetch_add(hit, Relaxed);
+                self.stats
+                    .kv_usage_ppm
+                    .store((self.cache.usage() * 1e6) as u64, Relaxed);
                 hit
             } else {
                 0
             };
-            stats.prompt_tokens.fetch_add(prompt_len, Relaxed);
-            let total = if job.pooling { 0 } else { output_len(&job, config.eos_probability, &mut rng) };
+            self.stats.prompt_tokens.fetch_add(prompt_len, Relaxed);
+            let total = if job.pooling {
+                0
+            } else {
+                output_len(&job, self.config.eos_probability, &mut self.rng)
+            };
             // A cut comes after at least one chunk, so the client sees a broken stream, not silence.
-            let cut_after = (!job.pooling && total > 1 && rng.chance(config.disconnect_rate)).then(|| rng.range(1, total - 1));
-            let lf = config.load_factor(seqs.len() as u64 + 1);
-            let prefill = jitter(&mut rng, config.prefill_time(prompt_len - cached), config.ttft_std) * lf;
-            let now = Instant::now();
-            let id = next_id;
-            next_id += 1;
-            heap.push(Reverse((now + Duration::from_secs_f64(prefill), id)));
-            seqs.insert(id, Seq { job, total, emitted: 0, cut_after, cached });
-            stats.running.store(seqs.len() as u64, Relaxed);
+            let cut_after =
+                (!job.pooling && total > 1 && self.rng.chance(self.config.disconnect_rate))
+                    .then(|| self.rng.range(1, total - 1));
+            let lf = self.config.load_factor(self.seqs.len() as u64 + 1);
+            let prefill = self.jitter(
+                self.config.prefill_time(prompt_len - cached),
+                self.config.ttft_std,
+            ) * lf;
+            let id = self.next_id;
+            self.next_id += 1;
+            self.heap.push(Reverse((
+                Instant::now() + Duration::from_secs_f64(prefill),
+                id,
+            )));
+            self.seqs.insert(
+                id,
+                Seq {
+                    job,
+                    total,
+                    emitted: 0,
+                    cut_after,
+                    cached,
+                },
+            );
+            self.stats.running.store(self.seqs.len() as u64, Relaxed);
         }
+    }
 
-        // Spin to the next deadline if it is close, then serve every due one.
-        if let Some(Reverse((t, _))) = heap.peek() {
-            if *t <= Instant::now() + SPIN {
-                while Instant::now() < *t {
-                    std::hint::spin_loop();
-                }
-            }
-        }
+    fn finish(&mut self, id: u64) {
+        self.seqs.remove(&id);
+        self.stats.running.store(self.seqs.len() as u64, Relaxed);
+        self.stats.in_system.fetch_sub(1, Relaxed);
+    }
+
+    /// Serves every sequence whose deadline has passed.
+    fn serve_due(&mut self) {
         let now = Instant::now();
-        while let Some(&Reverse((due, id))) = heap.peek() {
+        while let Some(&Reverse((due, id))) = self.heap.peek() {
             if due > now {
                 break;
             }
-            heap.pop();
-            let Some(seq) = seqs.get_mut(&id) else { continue };
+            self.heap.pop();
+            let Some(seq) = self.seqs.get_mut(&id) else {
+                continue;
+            };
             if seq.emitted == 0 {
-                stats.ttft.observe(due.saturating_duration_since(seq.job.arrived).as_secs_f64());
+                self.stats
+                    .ttft
+                    .observe(due.saturating_duration_since(seq.job.arrived).as_secs_f64());
             }
             if seq.cut_after == Some(seq.emitted) {
                 let _ = seq.job.events.send(Event::Cut);
-                stats.requests_failed.fetch_add(1, Relaxed);
-                finish_seq(&mut seqs, id, &stats);
+                self.stats.requests_failed.fetch_add(1, Relaxed);
+                self.finish(id);
                 continue;
             }
             // The first chunk carries one token; later chunks bundle tokens_per_chunk.
@@ -186,35 +216,101 @@ pub fn run(config: SimConfig, stats: Arc<Stats>, commands: Receiver<Command>) {
             } else if seq.emitted == 0 {
                 1
             } else {
-                config.tokens_per_chunk.min(seq.total - seq.emitted)
+                self.config.tokens_per_chunk.min(seq.total - seq.emitted)
             };
             let done = seq.emitted + n >= seq.total;
-            let finish = done.then(|| if seq.total >= seq.job.max_tokens { Finish::Length } else { Finish::Stop });
-            let ev = Event::Tokens { start: seq.emitted, n, finish, cached_tokens: seq.cached };
+            let finish = done.then_some(if seq.total >= seq.job.max_tokens {
+                Finish::Length
+            } else {
+                Finish::Stop
+            });
+            let ev = Event::Tokens {
+                start: seq.emitted,
+                n,
+                finish,
+                cached_tokens: seq.cached,
+            };
             seq.emitted += n;
-            stats.generation_tokens.fetch_add(n, Relaxed);
-            if seq.job.events.send(ev).is_err() {
-                finish_seq(&mut seqs, id, &stats); // the client went away
-                continue;
-            }
+            self.stats.generation_tokens.fetch_add(n, Relaxed);
             if done {
-                stats.e2e.observe(due.saturating_duration_since(seq.job.arrived).as_secs_f64());
-                stats.requests_ok.fetch_add(1, Relaxed);
-                finish_seq(&mut seqs, id, &stats);
+                // Counters first: a client that sees the last chunk must see the engine idle.
+                let events = seq.job.events.clone();
+                self.stats
+                    .e2e
+                    .observe(due.saturating_duration_since(seq.job.arrived).as_secs_f64());
+                self.stats.requests_ok.fetch_add(1, Relaxed);
+                self.finish(id);
+                let _ = events.send(ev);
                 continue;
             }
-            let k = config.tokens_per_chunk.min(seq.total - seq.emitted);
-            let lf = config.load_factor(seqs.len() as u64);
-            let step: f64 = (0..k).map(|_| jitter(&mut rng, config.itl, config.itl_std)).sum::<f64>() * lf;
-            heap.push(Reverse((due + Duration::from_secs_f64(step), id)));
+            if seq.job.events.send(ev).is_err() {
+                self.finish(id); // the client went away
+                continue;
+            }
+            let k = self.config.tokens_per_chunk.min(seq.total - seq.emitted);
+            let lf = self.config.load_factor(self.seqs.len() as u64);
+            let (itl, std) = (self.config.itl, self.config.itl_std);
+            let step: f64 = (0..k).map(|_| self.jitter(itl, std)).sum::<f64>() * lf;
+            self.heap
+                .push(Reverse((due + Duration::from_secs_f64(step), id)));
         }
     }
 }
 
-fn finish_seq(seqs: &mut HashMap<u64, Seq>, id: u64, stats: &Stats) {
-    seqs.remove(&id);
-    stats.running.store(seqs.len() as u64, Relaxed);
-    stats.in_system.fetch_sub(1, Relaxed);
+/// Runs the engine until every command sender is gone or a shutdown arrives.
+pub fn run(config: SimConfig, stats: Arc<Stats>, commands: Receiver<Command>) {
+    let mut e = Engine {
+        rng: Rng::new(config.seed ^ 0x5eed),
+        cache: PrefixCache::new(config.kv_cache_blocks, config.block_size),
+        config,
+        stats,
+        waiting: VecDeque::new(),
+        seqs: HashMap::new(),
+        heap: BinaryHeap::new(),
+        next_id: 0,
+    };
+    loop {
+        // Wait for a command or the next deadline, unless a slot can be filled now.
+        let now = Instant::now();
+        let next = e.heap.peek().map(|Reverse((t, _))| *t);
+        let first = if e.can_admit() {
+            None
+        } else {
+            match next {
+                None => match commands.recv() {
+                    Ok(c) => Some(c),
+                    Err(_) => return,
+                },
+                Some(t) if t > now + SPIN => match commands.recv_timeout(t - now - SPIN) {
+                    Ok(c) => Some(c),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                },
+                Some(_) => None,
+            }
+        };
+        for c in first
+            .into_iter()
+            .chain(std::iter::from_fn(|| commands.try_recv().ok()))
+        {
+            if !e.handle(c) {
+                return;
+            }
+        }
+        e.admit();
+        // Spin the last stretch to a close deadline, then serve every due one.
+        if let Some(Reverse((t, _))) = e.heap.peek() {
+            let t = *t;
+            if t <= Instant::now() + SPIN {
+                while Instant::now() < t {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        e.serve_due();
+        // Slots freed just now go to waiting requests at once.
+        e.admit();
+    }
 }
 
 /// Output length: max_tokens with ignore_eos; otherwise EOS may come after min_tokens,

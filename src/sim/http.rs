@@ -1,8 +1,8 @@
 //! The simulator's HTTP API: OpenAI/vLLM request and response shapes, faults, and
 //! admission control in front of the engine.
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -39,7 +39,9 @@ fn json_response(status: StatusCode, v: &Value) -> Resp {
     Response::builder()
         .status(status)
         .header("content-type", "application/json")
-        .body(SimBody::full(serde_json::to_vec(v).expect("JSON serialises")))
+        .body(SimBody::full(
+            serde_json::to_vec(v).expect("JSON serialises"),
+        ))
         .expect("valid response")
 }
 
@@ -58,8 +60,14 @@ fn injected(status: u16) -> Resp {
         401 => ("AuthenticationError", "injected error: invalid API key"),
         404 => ("NotFoundError", "injected error: not found"),
         429 => ("RateLimitError", "injected error: rate limit reached"),
-        503 => ("ServiceUnavailableError", "injected error: service unavailable"),
-        _ => ("InternalServerError", "injected error: internal server error"),
+        503 => (
+            "ServiceUnavailableError",
+            "injected error: service unavailable",
+        ),
+        _ => (
+            "InternalServerError",
+            "injected error: internal server error",
+        ),
     };
     error(s, kind, msg)
 }
@@ -79,11 +87,16 @@ fn failure(t: FailureType, max_model_len: u64) -> Resp {
 }
 
 fn now_unix() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Routes one request.
-pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Resp, std::convert::Infallible> {
+pub async fn handle(
+    state: Arc<State>,
+    req: Request<Incoming>,
+) -> Result<Resp, std::convert::Infallible> {
     let ready = state.started.elapsed().as_secs_f64() >= state.config.startup_delay;
     let path = req.uri().path().to_string();
     let resp = match (req.method(), path.as_str()) {
@@ -92,14 +105,21 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Resp, s
             if ready {
                 Response::new(SimBody::full(Bytes::new()))
             } else {
-                error(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableError", "the simulator is starting up")
+                error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "ServiceUnavailableError",
+                    "the simulator is starting up",
+                )
             }
         }
         (&Method::GET, "/metrics") => Response::builder()
             .header("content-type", "text/plain; version=0.0.4")
             .body(SimBody::full(state.stats.render(&state.config.model)))
             .expect("valid response"),
-        (&Method::GET, "/version") => json_response(StatusCode::OK, &json!({"version": format!("benchplan-sim {}", env!("CARGO_PKG_VERSION"))})),
+        (&Method::GET, "/version") => json_response(
+            StatusCode::OK,
+            &json!({"version": format!("benchplan-sim {}", env!("CARGO_PKG_VERSION"))}),
+        ),
         (&Method::GET, "/v1/models") => json_response(
             StatusCode::OK,
             &json!({"object": "list", "data": [{
@@ -119,10 +139,19 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Resp, s
                 Err(r) => r,
             }
         }
-        (&Method::POST, "/v1/completions" | "/v1/chat/completions" | "/v1/embeddings" | "/v1/rerank" | "/rerank") => {
-            inference(state, req, &path, ready).await
-        }
-        _ => error(StatusCode::NOT_FOUND, "NotFoundError", &format!("no route for {} {path}", req.method())),
+        (
+            &Method::POST,
+            "/v1/completions"
+            | "/v1/chat/completions"
+            | "/v1/embeddings"
+            | "/v1/rerank"
+            | "/rerank",
+        ) => inference(state, req, &path, ready).await,
+        _ => error(
+            StatusCode::NOT_FOUND,
+            "NotFoundError",
+            &format!("no route for {} {path}", req.method()),
+        ),
     };
     Ok(resp)
 }
@@ -132,9 +161,21 @@ async fn read_json(req: Request<Incoming>) -> Result<Value, Resp> {
         .into_body()
         .collect()
         .await
-        .map_err(|e| error(StatusCode::BAD_REQUEST, "BadRequestError", &format!("cannot read the body: {e}")))?
+        .map_err(|e| {
+            error(
+                StatusCode::BAD_REQUEST,
+                "BadRequestError",
+                &format!("cannot read the body: {e}"),
+            )
+        })?
         .to_bytes();
-    serde_json::from_slice(&bytes).map_err(|e| error(StatusCode::BAD_REQUEST, "BadRequestError", &format!("the body is not JSON: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "BadRequestError",
+            &format!("the body is not JSON: {e}"),
+        )
+    })
 }
 
 /// Prompt token ids of a completions `prompt` or a chat `messages` list.
@@ -148,8 +189,12 @@ fn prompt_tokens(body: &Value) -> Result<Vec<u32>, String> {
                 Some(Value::Array(parts)) => {
                     for part in parts {
                         match part.get("type").and_then(Value::as_str) {
-                            Some("text") => ids.extend(vocab::encode(part.get("text").and_then(Value::as_str).unwrap_or(""))),
-                            Some(_) => ids.extend(std::iter::repeat_n(vocab::VOCAB_SIZE - 1, IMAGE_TOKENS)),
+                            Some("text") => ids.extend(vocab::encode(
+                                part.get("text").and_then(Value::as_str).unwrap_or(""),
+                            )),
+                            Some(_) => {
+                                ids.extend(std::iter::repeat_n(vocab::VOCAB_SIZE - 1, IMAGE_TOKENS))
+                            }
                             None => return Err("a content part needs a `type`".into()),
                         }
                     }
@@ -167,8 +212,14 @@ fn prompt_tokens(body: &Value) -> Result<Vec<u32>, String> {
             for item in items {
                 match item {
                     Value::String(s) => ids.extend(vocab::encode(s)),
-                    Value::Number(n) => ids.push(n.as_u64().ok_or("token ids must be non-negative integers")? as u32),
-                    Value::Array(inner) => ids.extend(inner.iter().filter_map(Value::as_u64).map(|n| n as u32)),
+                    Value::Number(n) => ids.push(
+                        n.as_u64()
+                            .ok_or("token ids must be non-negative integers")?
+                            as u32,
+                    ),
+                    Value::Array(inner) => {
+                        ids.extend(inner.iter().filter_map(Value::as_u64).map(|n| n as u32))
+                    }
                     _ => return Err("`prompt` items must be strings or token ids".into()),
                 }
             }
@@ -190,9 +241,17 @@ fn tokenize(state: &State, body: &Value) -> Resp {
 
 fn detokenize(body: &Value) -> Resp {
     let Some(tokens) = body.get("tokens").and_then(Value::as_array) else {
-        return error(StatusCode::BAD_REQUEST, "BadRequestError", "`tokens` must be a list of ids");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequestError",
+            "`tokens` must be a list of ids",
+        );
     };
-    let ids: Vec<u32> = tokens.iter().filter_map(Value::as_u64).map(|n| n as u32).collect();
+    let ids: Vec<u32> = tokens
+        .iter()
+        .filter_map(Value::as_u64)
+        .map(|n| n as u32)
+        .collect();
     json_response(StatusCode::OK, &json!({"prompt": vocab::decode(&ids)}))
 }
 
@@ -203,18 +262,28 @@ fn header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
 async fn inference(state: Arc<State>, req: Request<Incoming>, path: &str, ready: bool) -> Resp {
     let c = &state.config;
     if let Some(key) = &c.api_key {
-        let ok = header(&req, "authorization").and_then(|h| h.strip_prefix("Bearer ")) == Some(key.as_str());
+        let ok = header(&req, "authorization").and_then(|h| h.strip_prefix("Bearer "))
+            == Some(key.as_str());
         if !ok {
             state.stats.requests_failed.fetch_add(1, Relaxed);
-            return error(StatusCode::UNAUTHORIZED, "AuthenticationError", "missing or invalid API key");
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "AuthenticationError",
+                "missing or invalid API key",
+            );
         }
     }
-    if let Some(status) = header(&req, "x-return-error").and_then(|s| s.trim().parse::<u16>().ok()) {
+    if let Some(status) = header(&req, "x-return-error").and_then(|s| s.trim().parse::<u16>().ok())
+    {
         state.stats.requests_failed.fetch_add(1, Relaxed);
         return injected(status);
     }
     if !ready {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableError", "the simulator is starting up");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailableError",
+            "the simulator is starting up",
+        );
     }
     let injected_failure = {
         let mut rng = state.rng.lock().expect("rng lock");
@@ -231,36 +300,55 @@ async fn inference(state: Arc<State>, req: Request<Incoming>, path: &str, ready:
     };
     if let Some(m) = body.get("model").and_then(Value::as_str) {
         if m != c.model {
-            return error(StatusCode::NOT_FOUND, "NotFoundError", &format!("The model `{m}` does not exist."));
+            return error(
+                StatusCode::NOT_FOUND,
+                "NotFoundError",
+                &format!("The model `{m}` does not exist."),
+            );
         }
     }
     match path {
         "/v1/embeddings" => pooling(state, &body, Pooling::Embeddings).await,
         "/v1/rerank" | "/rerank" => pooling(state, &body, Pooling::Rerank).await,
-        _ => generate(state, &body, if path.ends_with("chat/completions") { Api::Chat } else { Api::Completions }).await,
+        _ => {
+            generate(
+                state,
+                &body,
+                if path.ends_with("chat/completions") {
+                    Api::Chat
+                } else {
+                    Api::Completions
+                },
+            )
+            .await
+        }
     }
 }
 
 /// Reserves a place in the engine (running or waiting), or answers 429.
-fn admit(state: &State) -> Result<(), Resp> {
+fn admit(state: &State) -> Result<(), Box<Resp>> {
     let limit = state.config.max_num_seqs + state.config.max_waiting_queue;
     let before = state.stats.in_system.fetch_add(1, Relaxed);
     if before >= limit {
         state.stats.in_system.fetch_sub(1, Relaxed);
         state.stats.requests_failed.fetch_add(1, Relaxed);
-        return Err(error(
+        return Err(Box::new(error(
             StatusCode::TOO_MANY_REQUESTS,
             "RateLimitError",
             "Failed to enqueue request, waiting requests queue is full",
-        ));
+        )));
     }
     Ok(())
 }
 
-fn submit(state: &State, job: Job) -> Result<(), Resp> {
+fn submit(state: &State, job: Job) -> Result<(), Box<Resp>> {
     state.engine.send(Command::Submit(job)).map_err(|_| {
         state.stats.in_system.fetch_sub(1, Relaxed);
-        error(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableError", "the simulator is shutting down")
+        Box::new(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailableError",
+            "the simulator is shutting down",
+        ))
     })
 }
 
@@ -288,20 +376,23 @@ async fn generate(state: Arc<State>, body: &Value, api: Api) -> Resp {
         );
     }
     if let Err(r) = admit(&state) {
-        return r;
+        return *r;
     }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let job = Job {
         prompt,
         max_tokens,
         min_tokens: body.get("min_tokens").and_then(Value::as_u64).unwrap_or(0),
-        ignore_eos: body.get("ignore_eos").and_then(Value::as_bool).unwrap_or(false),
+        ignore_eos: body
+            .get("ignore_eos")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         pooling: false,
         arrived: Instant::now(),
         events: tx,
     };
     if let Err(r) = submit(&state, job) {
-        return r;
+        return *r;
     }
     let n = state.next_request.fetch_add(1, Relaxed);
     let seed = n.wrapping_mul(104_729) ^ c.seed;
@@ -312,8 +403,13 @@ async fn generate(state: Arc<State>, body: &Value, api: Api) -> Resp {
     let model = serde_json::to_string(&c.model).expect("string serialises");
     let created = now_unix();
     if body.get("stream").and_then(Value::as_bool) == Some(true) {
-        let include_usage = body.pointer("/stream_options/include_usage").and_then(Value::as_bool) == Some(true);
-        let usage_head = format!(r#"data: {{"id":"{id}","object":"{object}","created":{created},"model":{model},"#);
+        let include_usage = body
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            == Some(true);
+        let usage_head = format!(
+            r#"data: {{"id":"{id}","object":"{object}","created":{created},"model":{model},"#
+        );
         let head = format!(r#"{usage_head}"choices":[{{"index":0,"#);
         let stream = SseStream {
             events: rx,
@@ -340,7 +436,12 @@ async fn generate(state: Arc<State>, body: &Value, api: Api) -> Resp {
     let mut produced = 0;
     while let Some(ev) = rx.recv().await {
         match ev {
-            Event::Tokens { start, n, finish: f, cached_tokens } => {
+            Event::Tokens {
+                start,
+                n,
+                finish: f,
+                cached_tokens,
+            } => {
                 for i in start..start + n {
                     text.push(' ');
                     text.push_str(vocab::word(output_token(seed, i)));
@@ -352,15 +453,30 @@ async fn generate(state: Arc<State>, body: &Value, api: Api) -> Resp {
                     break;
                 }
             }
-            Event::Cut => return error(StatusCode::INTERNAL_SERVER_ERROR, "InternalServerError", "injected disconnect"),
+            Event::Cut => {
+                return error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InternalServerError",
+                    "injected disconnect",
+                );
+            }
         }
     }
-    let usage: Value = serde_json::from_str(&format!("{{{}}}", usage_json(p, produced, cached))).expect("usage JSON");
+    let usage: Value = serde_json::from_str(&format!("{{{}}}", usage_json(p, produced, cached)))
+        .expect("usage JSON");
     let choice = match api {
-        Api::Completions => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish.map_or("length", Finish::as_str)}),
-        Api::Chat => json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": finish.map_or("length", Finish::as_str)}),
+        Api::Completions => {
+            json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish.map_or("length", Finish::as_str)})
+        }
+        Api::Chat => {
+            json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": finish.map_or("length", Finish::as_str)})
+        }
     };
-    let object = if api == Api::Chat { "chat.completion" } else { "text_completion" };
+    let object = if api == Api::Chat {
+        "chat.completion"
+    } else {
+        "text_completion"
+    };
     json_response(
         StatusCode::OK,
         &json!({"id": id, "object": object, "created": created, "model": c.model, "choices": [choice], "usage": usage["usage"]}),
@@ -377,30 +493,65 @@ async fn pooling(state: Arc<State>, body: &Value, kind: Pooling) -> Resp {
     let texts: Vec<String> = match kind {
         Pooling::Embeddings => match body.get("input") {
             Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(a)) => a.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).collect(),
-            _ => return error(StatusCode::BAD_REQUEST, "BadRequestError", "`input` is required"),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                .collect(),
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequestError",
+                    "`input` is required",
+                );
+            }
         },
         Pooling::Rerank => {
-            let query = body.get("query").and_then(Value::as_str).unwrap_or("").to_string();
-            let docs = body.get("documents").and_then(Value::as_array).cloned().unwrap_or_default();
+            let query = body
+                .get("query")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let docs = body
+                .get("documents")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             if docs.is_empty() {
-                return error(StatusCode::BAD_REQUEST, "BadRequestError", "`documents` must be a non-empty list");
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequestError",
+                    "`documents` must be a non-empty list",
+                );
             }
-            std::iter::once(query).chain(docs.iter().map(|d| d.as_str().unwrap_or("").to_string())).collect()
+            std::iter::once(query)
+                .chain(docs.iter().map(|d| d.as_str().unwrap_or("").to_string()))
+                .collect()
         }
     };
     let prompt: Vec<u32> = texts.iter().flat_map(|t| vocab::encode(t)).collect();
     let p = prompt.len() as u64;
     if let Err(r) = admit(&state) {
-        return r;
+        return *r;
     }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let job = Job { prompt, max_tokens: 0, min_tokens: 0, ignore_eos: true, pooling: true, arrived: Instant::now(), events: tx };
+    let job = Job {
+        prompt,
+        max_tokens: 0,
+        min_tokens: 0,
+        ignore_eos: true,
+        pooling: true,
+        arrived: Instant::now(),
+        events: tx,
+    };
     if let Err(r) = submit(&state, job) {
-        return r;
+        return *r;
     }
     if rx.recv().await.is_none() {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableError", "the simulator is shutting down");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailableError",
+            "the simulator is shutting down",
+        );
     }
     let n = state.next_request.fetch_add(1, Relaxed);
     match kind {
@@ -410,7 +561,9 @@ async fn pooling(state: Arc<State>, body: &Value, kind: Pooling) -> Resp {
                 .enumerate()
                 .map(|(i, t)| {
                     let h = crate::planner::case::fnv1a64(t.as_bytes());
-                    let v: Vec<f64> = (0..c.embedding_dim).map(|j| ((h.rotate_left(j as u32) % 2000) as f64 / 1000.0) - 1.0).collect();
+                    let v: Vec<f64> = (0..c.embedding_dim)
+                        .map(|j| ((h.rotate_left(j as u32) % 2000) as f64 / 1000.0) - 1.0)
+                        .collect();
                     json!({"object": "embedding", "index": i, "embedding": v})
                 })
                 .collect();

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Histogram bucket bounds (seconds), as vLLM uses for request latencies.
 const BUCKETS: [f64; 18] = [
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0,
 ];
 
 #[derive(Debug, Default)]
@@ -35,7 +36,11 @@ impl Histogram {
         }
         let count = self.count.load(Relaxed);
         let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum_us.load(Relaxed) as f64 / 1e6);
+        let _ = writeln!(
+            out,
+            "{name}_sum{{{labels}}} {}",
+            self.sum_us.load(Relaxed) as f64 / 1e6
+        );
         let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
     }
 }
@@ -64,22 +69,83 @@ impl Stats {
         let l = format!("model_name=\"{model}\"");
         let mut out = String::with_capacity(4096);
         let gauge = |out: &mut String, name: &str, help: &str, v: String| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{l}}} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{l}}} {v}"
+            );
         };
         let counter = |out: &mut String, name: &str, help: &str, v: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{{l}}} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{{l}}} {v}"
+            );
         };
-        gauge(&mut out, "vllm:num_requests_running", "Number of requests in model execution batches.", self.running.load(Relaxed).to_string());
-        gauge(&mut out, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", self.waiting.load(Relaxed).to_string());
-        gauge(&mut out, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", format!("{}", self.kv_usage_ppm.load(Relaxed) as f64 / 1e6));
-        counter(&mut out, "vllm:prompt_tokens_total", "Number of prefill tokens processed.", self.prompt_tokens.load(Relaxed));
-        counter(&mut out, "vllm:generation_tokens_total", "Number of generation tokens processed.", self.generation_tokens.load(Relaxed));
-        counter(&mut out, "vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", self.prefix_queries.load(Relaxed));
-        counter(&mut out, "vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", self.prefix_hits.load(Relaxed));
-        counter(&mut out, "vllm:request_success_total", "Count of successfully processed requests.", self.requests_ok.load(Relaxed));
-        counter(&mut out, "benchplan_sim:request_failures_total", "Requests answered with an error or cut off.", self.requests_failed.load(Relaxed));
-        self.ttft.render("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &l, &mut out);
-        self.e2e.render("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", &l, &mut out);
+        gauge(
+            &mut out,
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            self.running.load(Relaxed).to_string(),
+        );
+        gauge(
+            &mut out,
+            "vllm:num_requests_waiting",
+            "Number of requests waiting to be processed.",
+            self.waiting.load(Relaxed).to_string(),
+        );
+        gauge(
+            &mut out,
+            "vllm:kv_cache_usage_perc",
+            "KV-cache usage. 1 means 100 percent usage.",
+            format!("{}", self.kv_usage_ppm.load(Relaxed) as f64 / 1e6),
+        );
+        counter(
+            &mut out,
+            "vllm:prompt_tokens_total",
+            "Number of prefill tokens processed.",
+            self.prompt_tokens.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "vllm:generation_tokens_total",
+            "Number of generation tokens processed.",
+            self.generation_tokens.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "vllm:prefix_cache_queries_total",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            self.prefix_queries.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "vllm:prefix_cache_hits_total",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            self.prefix_hits.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "vllm:request_success_total",
+            "Count of successfully processed requests.",
+            self.requests_ok.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "benchplan_sim:request_failures_total",
+            "Requests answered with an error or cut off.",
+            self.requests_failed.load(Relaxed),
+        );
+        self.ttft.render(
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            &l,
+            &mut out,
+        );
+        self.e2e.render(
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of end to end request latency in seconds.",
+            &l,
+            &mut out,
+        );
         out
     }
 }

@@ -106,6 +106,12 @@ impl Simulator {
                 }
             }
         });
-        Ok(SimHandle { base_url: format!("http://{addr}"), addr, stats, stop, engine })
+        Ok(SimHandle {
+            base_url: format!("http://{addr}"),
+            addr,
+            stats,
+            stop,
+            engine,
+        })
     }
 }

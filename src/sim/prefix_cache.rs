@@ -57,7 +57,9 @@ impl PrefixCache {
             }
             self.touch(hash);
         }
-        Lookup { cached_tokens: (hits * self.block_size) as u64 }
+        Lookup {
+            cached_tokens: (hits * self.block_size) as u64,
+        }
     }
 
     fn touch(&mut self, hash: u64) {
@@ -70,14 +72,20 @@ impl PrefixCache {
         }
         self.lru.insert(self.tick, hash);
         while self.blocks.len() > self.capacity {
-            let Some((_, victim)) = self.lru.pop_first() else { break };
+            let Some((_, victim)) = self.lru.pop_first() else {
+                break;
+            };
             self.blocks.remove(&victim);
         }
     }
 
     /// Share of the cache in use, 0 to 1.
     pub fn usage(&self) -> f64 {
-        if self.capacity == 0 { 0.0 } else { self.blocks.len() as f64 / self.capacity as f64 }
+        if self.capacity == 0 {
+            0.0
+        } else {
+            self.blocks.len() as f64 / self.capacity as f64
+        }
     }
 
     pub fn reset(&mut self) {

@@ -33,7 +33,11 @@ fn words() -> &'static (Vec<String>, HashMap<String, u32>) {
                 w
             })
             .collect();
-        let index = list.iter().enumerate().map(|(i, w)| (w.clone(), i as u32)).collect();
+        let index = list
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.clone(), i as u32))
+            .collect();
         (list, index)
     })
 }
@@ -47,7 +51,10 @@ pub fn word(id: u32) -> &'static str {
 pub fn id_of(word: &str) -> u32 {
     match words().1.get(word) {
         Some(&id) => id,
-        None => VOCAB_SIZE + (crate::planner::case::fnv1a64(word.as_bytes()) % u64::from(HASHED_IDS)) as u32,
+        None => {
+            VOCAB_SIZE
+                + (crate::planner::case::fnv1a64(word.as_bytes()) % u64::from(HASHED_IDS)) as u32
+        }
     }
 }
 

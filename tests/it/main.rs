@@ -4,4 +4,6 @@ mod bad_plans;
 mod cases;
 mod cli;
 mod plans;
+mod sim;
+mod sim_timing;
 mod support;

@@ -1,0 +1,74 @@
+//! Shared by the benchmarks: a simulator in its own process, and its CPU time.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// `benchplan sim` running in a separate process; killed on drop.
+pub struct SimProcess {
+    pub child: Child,
+    pub base_url: String,
+}
+
+impl SimProcess {
+    /// Starts `benchplan sim --port 0` with extra arguments and waits for its address.
+    pub fn start(args: &[&str]) -> SimProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_benchplan"))
+            .args(["sim", "--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start benchplan sim");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let base_url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("the sim prints its URL").to_string();
+        SimProcess { child, base_url }
+    }
+
+    /// User + system CPU seconds the process has used so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        cpu_seconds_of(self.child.id())
+    }
+
+    pub fn host_port(&self) -> String {
+        self.base_url.trim_start_matches("http://").to_string()
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// User + system CPU seconds of a process, from /proc/PID/stat.
+pub fn cpu_seconds_of(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Linux reports clock ticks of 1/100 s on every mainstream configuration.
+    ticks / 100.0
+}
+
+/// Peak resident memory (MiB) of this process, from /proc/self/status.
+pub fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Linear-interpolated percentile of sorted values (numpy's default).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = p / 100.0 * (sorted.len() - 1) as f64;
+    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
+}

@@ -14,3 +14,4 @@ pub mod planner;
 pub mod rng;
 pub mod sim;
 pub mod slo;
+pub mod tokenizer;

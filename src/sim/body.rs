@@ -11,8 +11,9 @@ use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use std::sync::Arc;
+
 use super::engine::{Event, Finish};
-use super::vocab;
 
 /// Why a stream was cut (an injected disconnect).
 #[derive(Debug)]
@@ -26,9 +27,12 @@ impl std::fmt::Display for StreamCut {
 
 impl std::error::Error for StreamCut {}
 
-/// The token id at output position `i` of a request with `seed` (deterministic text).
-pub fn output_token(seed: u64, i: u64) -> u32 {
-    ((seed.wrapping_add(i.wrapping_mul(7919))) % u64::from(vocab::VOCAB_SIZE)) as u32
+/// Texts of generated tokens: (raw, JSON-escaped); see `TokenModel::output_table`.
+pub type OutputTable = Arc<Vec<(String, String)>>;
+
+/// The entry of the output table at position `i` of a request with `seed` (deterministic text).
+pub fn output_token(table: &[(String, String)], seed: u64, i: u64) -> &(String, String) {
+    &table[((seed.wrapping_add(i.wrapping_mul(7919))) % table.len() as u64) as usize]
 }
 
 /// Completions or chat chunks.
@@ -49,6 +53,7 @@ pub struct SseStream {
     pub include_usage: bool,
     pub prompt_tokens: u64,
     pub seed: u64,
+    pub table: OutputTable,
     pub finished: bool,
     pub completion_tokens: u64,
 }
@@ -76,8 +81,7 @@ impl SseStream {
             Api::Chat => br#""delta":{"content":""#.as_slice(),
         });
         for i in start..start + n {
-            buf.extend_from_slice(b" ");
-            buf.extend_from_slice(vocab::word(output_token(self.seed, i)).as_bytes());
+            buf.extend_from_slice(output_token(&self.table, self.seed, i).1.as_bytes());
         }
         buf.extend_from_slice(match self.api {
             Api::Completions => br#"","logprobs":null,"finish_reason":"#.as_slice(),

@@ -12,13 +12,13 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::body::{Api, SimBody, SseStream, output_token, usage_json};
+use super::body::{Api, OutputTable, SimBody, SseStream, output_token, usage_json};
 use super::config::SimConfig;
 use super::engine::{Command, Event, Finish, Job};
 use super::metrics::Stats;
-use super::vocab;
 use crate::plan::sim::FailureType;
 use crate::rng::Rng;
+use crate::tokenizer::TokenModel;
 
 /// Tokens an image part of a chat message counts for.
 pub const IMAGE_TOKENS: usize = 64;
@@ -31,6 +31,8 @@ pub struct State {
     pub started: Instant,
     pub rng: Mutex<Rng>,
     pub next_request: AtomicU64,
+    pub tokens: TokenModel,
+    pub outputs: OutputTable,
 }
 
 type Resp = Response<SimBody>;
@@ -135,7 +137,7 @@ pub async fn handle(
             let p = p.to_string();
             match read_json(req).await {
                 Ok(body) if p == "/tokenize" => tokenize(&state, &body),
-                Ok(body) => detokenize(&body),
+                Ok(body) => detokenize(&state.tokens, &body),
                 Err(r) => r,
             }
         }
@@ -179,21 +181,21 @@ async fn read_json(req: Request<Incoming>) -> Result<Value, Resp> {
 }
 
 /// Prompt token ids of a completions `prompt` or a chat `messages` list.
-fn prompt_tokens(body: &Value) -> Result<Vec<u32>, String> {
+fn prompt_tokens(tok: &TokenModel, body: &Value) -> Result<Vec<u32>, String> {
     if let Some(messages) = body.get("messages") {
         let list = messages.as_array().ok_or("`messages` must be a list")?;
         let mut ids = Vec::new();
         for m in list {
             match m.get("content") {
-                Some(Value::String(s)) => ids.extend(vocab::encode(s)),
+                Some(Value::String(s)) => ids.extend(tok.encode(s)),
                 Some(Value::Array(parts)) => {
                     for part in parts {
                         match part.get("type").and_then(Value::as_str) {
-                            Some("text") => ids.extend(vocab::encode(
+                            Some("text") => ids.extend(tok.encode(
                                 part.get("text").and_then(Value::as_str).unwrap_or(""),
                             )),
                             Some(_) => {
-                                ids.extend(std::iter::repeat_n(vocab::VOCAB_SIZE - 1, IMAGE_TOKENS))
+                                ids.extend(std::iter::repeat_n(0, IMAGE_TOKENS))
                             }
                             None => return Err("a content part needs a `type`".into()),
                         }
@@ -206,12 +208,12 @@ fn prompt_tokens(body: &Value) -> Result<Vec<u32>, String> {
         return Ok(ids);
     }
     match body.get("prompt") {
-        Some(Value::String(s)) => Ok(vocab::encode(s)),
+        Some(Value::String(s)) => Ok(tok.encode(s)),
         Some(Value::Array(items)) => {
             let mut ids = Vec::new();
             for item in items {
                 match item {
-                    Value::String(s) => ids.extend(vocab::encode(s)),
+                    Value::String(s) => ids.extend(tok.encode(s)),
                     Value::Number(n) => ids.push(
                         n.as_u64()
                             .ok_or("token ids must be non-negative integers")?
@@ -230,7 +232,7 @@ fn prompt_tokens(body: &Value) -> Result<Vec<u32>, String> {
 }
 
 fn tokenize(state: &State, body: &Value) -> Resp {
-    match prompt_tokens(body) {
+    match prompt_tokens(&state.tokens, body) {
         Ok(ids) => json_response(
             StatusCode::OK,
             &json!({"count": ids.len(), "max_model_len": state.config.max_model_len, "tokens": ids}),
@@ -239,7 +241,7 @@ fn tokenize(state: &State, body: &Value) -> Resp {
     }
 }
 
-fn detokenize(body: &Value) -> Resp {
+fn detokenize(tok: &TokenModel, body: &Value) -> Resp {
     let Some(tokens) = body.get("tokens").and_then(Value::as_array) else {
         return error(
             StatusCode::BAD_REQUEST,
@@ -252,7 +254,7 @@ fn detokenize(body: &Value) -> Resp {
         .filter_map(Value::as_u64)
         .map(|n| n as u32)
         .collect();
-    json_response(StatusCode::OK, &json!({"prompt": vocab::decode(&ids)}))
+    json_response(StatusCode::OK, &json!({"prompt": tok.decode(&ids)}))
 }
 
 fn header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
@@ -354,7 +356,7 @@ fn submit(state: &State, job: Job) -> Result<(), Box<Resp>> {
 
 async fn generate(state: Arc<State>, body: &Value, api: Api) -> Resp {
     let c = &state.config;
-    let prompt = match prompt_tokens(body) {
+    let prompt = match prompt_tokens(&state.tokens, body) {
         Ok(p) => p,
         Err(e) => return error(StatusCode::BAD_REQUEST, "BadRequestError", &e),
     };
@@ -419,6 +421,7 @@ async fn generate(state: Arc<State>, body: &Value, api: Api) -> Resp {
             include_usage,
             prompt_tokens: p,
             seed,
+            table: state.outputs.clone(),
             finished: false,
             completion_tokens: 0,
         };
@@ -443,8 +446,7 @@ async fn generate(state: Arc<State>, body: &Value, api: Api) -> Resp {
                 cached_tokens,
             } => {
                 for i in start..start + n {
-                    text.push(' ');
-                    text.push_str(vocab::word(output_token(seed, i)));
+                    text.push_str(&output_token(&state.outputs, seed, i).0);
                 }
                 produced = start + n;
                 cached = cached_tokens;
@@ -528,7 +530,7 @@ async fn pooling(state: Arc<State>, body: &Value, kind: Pooling) -> Resp {
                 .collect()
         }
     };
-    let prompt: Vec<u32> = texts.iter().flat_map(|t| vocab::encode(t)).collect();
+    let prompt: Vec<u32> = texts.iter().flat_map(|t| state.tokens.encode(t)).collect();
     let p = prompt.len() as u64;
     if let Err(r) = admit(&state) {
         return *r;

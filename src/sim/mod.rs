@@ -71,6 +71,11 @@ impl Simulator {
 
     /// Starts on the given address.
     pub async fn start_on(config: SimConfig, addr: SocketAddr) -> std::io::Result<SimHandle> {
+        let tokens = match &config.tokenizer {
+            Some(path) => crate::tokenizer::TokenModel::load(path).map_err(std::io::Error::other)?,
+            None => crate::tokenizer::TokenModel::Builtin,
+        };
+        let outputs = Arc::new(tokens.output_table());
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let stats = Arc::new(Stats::default());
@@ -82,6 +87,8 @@ impl Simulator {
             engine: engine.clone(),
             started: Instant::now(),
             next_request: AtomicU64::new(0),
+            tokens,
+            outputs,
         });
         let (stop, mut stopped) = watch::channel(false);
         tokio::spawn(async move {

@@ -16,7 +16,9 @@ use support::{SimProcess, percentile};
 
 /// Sends one streamed completion on a fresh connection and returns each frame's arrival time.
 async fn stream(host: &str, max_tokens: u64) -> Vec<Instant> {
-    let body = format!(r#"{{"prompt":"a b c d","max_tokens":{max_tokens},"ignore_eos":true,"stream":true}}"#);
+    let body = format!(
+        r#"{{"prompt":"a b c d","max_tokens":{max_tokens},"ignore_eos":true,"stream":true}}"#
+    );
     let req = format!(
         "POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
@@ -53,10 +55,14 @@ async fn throughput(sim: &SimProcess, streams: usize, tokens: u64) {
     let host = sim.host_port();
     let cpu0 = sim.cpu_seconds();
     let t0 = Instant::now();
-    let tasks: Vec<_> = (0..streams).map(|_| tokio::spawn({
-        let host = host.clone();
-        async move { stream(&host, tokens).await.len() }
-    })).collect();
+    let tasks: Vec<_> = (0..streams)
+        .map(|_| {
+            tokio::spawn({
+                let host = host.clone();
+                async move { stream(&host, tokens).await.len() }
+            })
+        })
+        .collect();
     let mut chunks = 0usize;
     for t in tasks {
         chunks += t.await.unwrap();
@@ -71,12 +77,25 @@ async fn throughput(sim: &SimProcess, streams: usize, tokens: u64) {
 }
 
 async fn itl_accuracy(streams: usize) {
-    let sim = SimProcess::start(&["--preset", "ground-truth", "--set", "max_num_seqs=1024", "--set", "itl=10ms", "--set", "prefill_overhead=20ms"]);
+    let sim = SimProcess::start(&[
+        "--preset",
+        "ground-truth",
+        "--set",
+        "max_num_seqs=1024",
+        "--set",
+        "itl=10ms",
+        "--set",
+        "prefill_overhead=20ms",
+    ]);
     let host = sim.host_port();
-    let tasks: Vec<_> = (0..streams).map(|_| tokio::spawn({
-        let host = host.clone();
-        async move { stream(&host, 100).await }
-    })).collect();
+    let tasks: Vec<_> = (0..streams)
+        .map(|_| {
+            tokio::spawn({
+                let host = host.clone();
+                async move { stream(&host, 100).await }
+            })
+        })
+        .collect();
     let mut gaps = Vec::new();
     for t in tasks {
         let times = t.await.unwrap();
@@ -97,7 +116,11 @@ async fn itl_accuracy(streams: usize) {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let sim = SimProcess::start(&["--preset", "fast"]);
         tokio::time::sleep(Duration::from_millis(100)).await;

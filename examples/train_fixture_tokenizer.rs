@@ -15,7 +15,10 @@ fn main() -> tokenizers::Result<()> {
         .vocab_size(1200)
         .min_frequency(1)
         .show_progress(false)
-        .special_tokens(vec![AddedToken::from("<s>", true), AddedToken::from("</s>", true)])
+        .special_tokens(vec![
+            AddedToken::from("<s>", true),
+            AddedToken::from("</s>", true),
+        ])
         .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
         .build();
     let mut tokenizer = TokenizerBuilder::new()
@@ -23,11 +26,19 @@ fn main() -> tokenizers::Result<()> {
         .with_normalizer(None::<tokenizers::normalizers::NormalizerWrapper>)
         .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
         .with_post_processor(Some(
-            TemplateProcessing::builder().try_single("<s> $A").unwrap().special_tokens(vec![("<s>", 0)]).build().unwrap(),
+            TemplateProcessing::builder()
+                .try_single("<s> $A")
+                .unwrap()
+                .special_tokens(vec![("<s>", 0)])
+                .build()
+                .unwrap(),
         ))
         .with_decoder(Some(ByteLevelDecoder::default()))
         .build()?;
-    tokenizer.train_from_files(&mut trainer, vec![format!("{root}/tests/fixtures/corpus.txt")])?;
+    tokenizer.train_from_files(
+        &mut trainer,
+        vec![format!("{root}/tests/fixtures/corpus.txt")],
+    )?;
     let out = format!("{root}/tests/fixtures/tokenizer/tokenizer.json");
     tokenizer.save(&out, false)?;
     println!("wrote {out} (vocab {})", tokenizer.get_vocab_size(true));

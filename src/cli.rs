@@ -46,6 +46,8 @@ pub enum Command {
     Schema,
     /// Run the embedded simulator as a standalone OpenAI-compatible server.
     Sim(SimArgs),
+    /// Benchmark one case with `vllm bench serve`'s flags.
+    Bench(Box<crate::commands::bench::BenchArgs>),
 }
 
 /// `benchplan sim`: where to listen and how to behave.
@@ -134,6 +136,7 @@ pub fn run(cli: Cli) -> ExitCode {
             exit::OK
         }
         Command::Sim(args) => crate::sim::cli::run(&args),
+        Command::Bench(args) => crate::commands::bench::run(&args),
     };
     ExitCode::from(code)
 }

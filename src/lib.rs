@@ -8,10 +8,16 @@
 
 pub mod cli;
 pub mod client;
+pub mod commands;
+pub mod dataset;
 pub mod diag;
+pub mod load;
+pub mod metrics;
 pub mod plan;
 pub mod planner;
+pub mod results;
 pub mod rng;
 pub mod sim;
 pub mod slo;
+pub mod timefmt;
 pub mod tokenizer;

@@ -24,14 +24,19 @@ impl std::fmt::Debug for TokenModel {
 
 /// Finds `tokenizer.json` for a path that is the file itself or a folder holding it.
 pub fn tokenizer_file(path: &Path) -> PathBuf {
-    if path.is_dir() { path.join("tokenizer.json") } else { path.to_path_buf() }
+    if path.is_dir() {
+        path.join("tokenizer.json")
+    } else {
+        path.to_path_buf()
+    }
 }
 
 impl TokenModel {
     /// Loads a `tokenizer.json` (or a folder holding one).
     pub fn load(path: &Path) -> Result<TokenModel, String> {
         let file = tokenizer_file(path);
-        let t = tokenizers::Tokenizer::from_file(&file).map_err(|e| format!("cannot load tokenizer {}: {e}", file.display()))?;
+        let t = tokenizers::Tokenizer::from_file(&file)
+            .map_err(|e| format!("cannot load tokenizer {}: {e}", file.display()))?;
         Ok(TokenModel::Hf(Arc::new(t)))
     }
 
@@ -39,7 +44,10 @@ impl TokenModel {
     pub fn encode(&self, text: &str) -> Vec<u32> {
         match self {
             TokenModel::Builtin => vocab::encode(text),
-            TokenModel::Hf(t) => t.encode_fast(text, false).map(|e| e.get_ids().to_vec()).unwrap_or_default(),
+            TokenModel::Hf(t) => t
+                .encode_fast(text, false)
+                .map(|e| e.get_ids().to_vec())
+                .unwrap_or_default(),
         }
     }
 
@@ -60,10 +68,16 @@ impl TokenModel {
     /// Texts for generated tokens: (raw text, JSON-escaped text), each decoding to one token.
     pub fn output_table(&self) -> Vec<(String, String)> {
         let raw: Vec<String> = match self {
-            TokenModel::Builtin => (0..vocab::VOCAB_SIZE).map(|i| format!(" {}", vocab::word(i))).collect(),
+            TokenModel::Builtin => (0..vocab::VOCAB_SIZE)
+                .map(|i| format!(" {}", vocab::word(i)))
+                .collect(),
             TokenModel::Hf(t) => {
-                let specials: std::collections::HashSet<u32> =
-                    t.get_added_vocabulary().get_added_tokens_decoder().keys().copied().collect();
+                let specials: std::collections::HashSet<u32> = t
+                    .get_added_vocabulary()
+                    .get_added_tokens_decoder()
+                    .keys()
+                    .copied()
+                    .collect();
                 let n = t.get_vocab_size(false).min(20_000) as u32;
                 (0..n)
                     .filter(|id| !specials.contains(id))

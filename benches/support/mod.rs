@@ -19,8 +19,14 @@ impl SimProcess {
             .spawn()
             .expect("start benchplan sim");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let base_url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("the sim prints its URL").to_string();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base_url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .expect("the sim prints its URL")
+            .to_string();
         SimProcess { child, base_url }
     }
 
@@ -47,7 +53,8 @@ pub fn cpu_seconds_of(pid: u32) -> f64 {
     // Fields after the command name (which may hold spaces) start after the last ')'.
     let rest = stat.rsplit(')').next().unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks: f64 = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     // Linux reports clock ticks of 1/100 s on every mainstream configuration.
     ticks / 100.0
 }

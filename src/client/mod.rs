@@ -1,4 +1,8 @@
 //! The HTTP client side: building the connection pool, request bodies per backend,
 //! and the SSE framing of streamed answers.
 
+pub mod backend;
+pub mod chunk;
 pub mod http;
+pub mod request;
+pub mod sse;

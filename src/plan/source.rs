@@ -146,6 +146,19 @@ impl PlanSource {
         })
     }
 
+    /// A plan built in code (such as from `benchplan bench` flags): no file, no lines.
+    pub fn from_value(name: &str, value: Value) -> PlanSource {
+        PlanSource {
+            name: name.to_string(),
+            dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            format: Format::Toml,
+            text: serde_json::to_string_pretty(&value).unwrap_or_default(),
+            value,
+            spans: HashMap::new(),
+            overrides: HashMap::new(),
+        }
+    }
+
     /// Where a key path is: the path itself, else its nearest ancestor in the file.
     pub fn locate(&self, path: &str) -> Option<Location> {
         let mut p = path;

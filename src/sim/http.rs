@@ -191,12 +191,10 @@ fn prompt_tokens(tok: &TokenModel, body: &Value) -> Result<Vec<u32>, String> {
                 Some(Value::Array(parts)) => {
                     for part in parts {
                         match part.get("type").and_then(Value::as_str) {
-                            Some("text") => ids.extend(tok.encode(
-                                part.get("text").and_then(Value::as_str).unwrap_or(""),
-                            )),
-                            Some(_) => {
-                                ids.extend(std::iter::repeat_n(0, IMAGE_TOKENS))
-                            }
+                            Some("text") => ids.extend(
+                                tok.encode(part.get("text").and_then(Value::as_str).unwrap_or("")),
+                            ),
+                            Some(_) => ids.extend(std::iter::repeat_n(0, IMAGE_TOKENS)),
                             None => return Err("a content part needs a `type`".into()),
                         }
                     }

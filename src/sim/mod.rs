@@ -72,7 +72,9 @@ impl Simulator {
     /// Starts on the given address.
     pub async fn start_on(config: SimConfig, addr: SocketAddr) -> std::io::Result<SimHandle> {
         let tokens = match &config.tokenizer {
-            Some(path) => crate::tokenizer::TokenModel::load(path).map_err(std::io::Error::other)?,
+            Some(path) => {
+                crate::tokenizer::TokenModel::load(path).map_err(std::io::Error::other)?
+            }
             None => crate::tokenizer::TokenModel::Builtin,
         };
         let outputs = Arc::new(tokens.output_table());

@@ -497,13 +497,22 @@ async fn early_stop_without_ignore_eos() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tokenizer_json_counts_the_tokens() {
     let path = crate::support::repo().join("tests/fixtures/tokenizer");
-    let sim = start(SimConfig { tokenizer: Some(path.clone()), ..fast() }).await;
+    let sim = start(SimConfig {
+        tokenizer: Some(path.clone()),
+        ..fast()
+    })
+    .await;
     let tok = benchplan::tokenizer::TokenModel::load(&path).unwrap();
     let c = client();
     let prompt = "Continuous batching admits new requests at every decode step, café!";
     let expected = tok.count(prompt) as u64;
     assert!(expected > 5);
-    let (_, v) = post_json(&c, &format!("{}/tokenize", sim.base_url), json!({"prompt": prompt})).await;
+    let (_, v) = post_json(
+        &c,
+        &format!("{}/tokenize", sim.base_url),
+        json!({"prompt": prompt}),
+    )
+    .await;
     assert_eq!(v["count"].as_u64(), Some(expected));
     let s = stream(
         &c,
@@ -514,9 +523,16 @@ async fn a_tokenizer_json_counts_the_tokens() {
     let usage = data(&s.frames[s.frames.len() - 2].1);
     assert_eq!(usage["usage"]["prompt_tokens"].as_u64(), Some(expected));
     assert_eq!(usage["usage"]["completion_tokens"], 7);
-    let texts: Vec<String> = s.frames[..7].iter().map(|(_, f)| data(f)["choices"][0]["text"].as_str().unwrap().to_string()).collect();
+    let texts: Vec<String> = s.frames[..7]
+        .iter()
+        .map(|(_, f)| data(f)["choices"][0]["text"].as_str().unwrap().to_string())
+        .collect();
     for t in &texts {
-        assert_eq!(tok.count(t), 1, "each generated piece is one token of the tokenizer: {t:?}");
+        assert_eq!(
+            tok.count(t),
+            1,
+            "each generated piece is one token of the tokenizer: {t:?}"
+        );
     }
 }
 
@@ -528,23 +544,55 @@ fn benchplan_sim_runs_as_a_process() {
     let cfg = dir.join("sim.yaml");
     std::fs::write(&cfg, "preset: fast\nmodel: my-model\nmax_model_len: 512\n").unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
-        .args(["sim", "--port", "0", "--config", cfg.to_str().unwrap(), "--set", "itl=1ms"])
+        .args([
+            "sim",
+            "--port",
+            "0",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--set",
+            "itl=1ms",
+        ])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap().to_string();
-    assert!(line.contains("my-model") && line.contains("itl 1 ms"), "{line}");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let models = rt.block_on(async { client().get(format!("{url}/v1/models")).send().await.unwrap().text().await.unwrap() });
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_string();
+    assert!(
+        line.contains("my-model") && line.contains("itl 1 ms"),
+        "{line}"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let models = rt.block_on(async {
+        client()
+            .get(format!("{url}/v1/models"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    });
     let _ = child.kill();
     let _ = child.wait();
     let v: Value = serde_json::from_str(&models).unwrap();
     assert_eq!(v["data"][0]["id"], "my-model");
     assert_eq!(v["data"][0]["max_model_len"], 512);
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan")).args(["sim", "--port", "0", "--set", "itll=1ms"]).output().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args(["sim", "--port", "0", "--set", "itll=1ms"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean `itl`?"));
     std::fs::remove_dir_all(&dir).ok();

@@ -1,0 +1,233 @@
+//! Request bodies as vLLM's benchmark builds them, per backend (see the reference,
+//! §4): completions and chat stream with `stream_options.include_usage`; sampling
+//! parameters only when set; `extra_body` merged last, where `null` removes a key.
+//!
+//! Deliberate differences from vLLM: no `repetition_penalty: 1.0`, `logprobs: null`
+//! or `truncate_prompt_tokens: -1` unless asked for (strict OpenAI-compatible
+//! servers reject unknown keys), and `extra_body` applies to rerank too.
+
+use serde_json::{Map, Value, json};
+
+use crate::plan::{Backend, CaseParams};
+
+/// What one request carries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    Text(String),
+    /// Several inputs in one request (embeddings batches).
+    Batch(Vec<String>),
+    Rerank {
+        query: String,
+        documents: Vec<String>,
+    },
+    /// A ready chat `messages` list (multimodal parts, conversation history).
+    Messages(Value),
+}
+
+/// One request of a case, before it is sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestInput {
+    pub prompt: Prompt,
+    /// Prompt tokens as the dataset counted them.
+    pub prompt_len: u64,
+    /// Output tokens asked for (max_tokens).
+    pub output_len: u64,
+}
+
+/// The JSON body of one request.
+pub fn build_body(
+    backend: Backend,
+    model: &str,
+    input: &RequestInput,
+    params: &CaseParams,
+) -> Vec<u8> {
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(model.to_string()));
+    match backend {
+        Backend::Vllm | Backend::Openai => {
+            let prompt = match &input.prompt {
+                Prompt::Text(t) => Value::String(t.clone()),
+                Prompt::Batch(b) => Value::String(b.join(" ")),
+                Prompt::Rerank { query, documents } => {
+                    Value::String(format!("{query} {}", documents.join(" ")))
+                }
+                Prompt::Messages(m) => Value::String(messages_text(m)),
+            };
+            body.insert("prompt".into(), prompt);
+            body.insert("max_tokens".into(), json!(input.output_len));
+            streaming(&mut body, params);
+        }
+        Backend::OpenaiChat => {
+            let messages = match &input.prompt {
+                Prompt::Messages(m) => m.clone(),
+                Prompt::Text(t) => {
+                    json!([{"role": "user", "content": [{"type": "text", "text": t}]}])
+                }
+                Prompt::Batch(b) => {
+                    json!([{"role": "user", "content": [{"type": "text", "text": b.join(" ")}]}])
+                }
+                Prompt::Rerank { query, documents } => {
+                    json!([{"role": "user", "content": [{"type": "text", "text": format!("{query} {}", documents.join(" "))}]}])
+                }
+            };
+            body.insert("messages".into(), messages);
+            body.insert("max_completion_tokens".into(), json!(input.output_len));
+            streaming(&mut body, params);
+        }
+        Backend::OpenaiEmbeddings => {
+            let input_v = match &input.prompt {
+                Prompt::Batch(b) => json!(b),
+                Prompt::Text(t) => Value::String(t.clone()),
+                Prompt::Rerank { query, .. } => Value::String(query.clone()),
+                Prompt::Messages(m) => Value::String(messages_text(m)),
+            };
+            body.insert("input".into(), input_v);
+        }
+        Backend::VllmRerank => {
+            let (query, documents) = match &input.prompt {
+                Prompt::Rerank { query, documents } => (query.clone(), documents.clone()),
+                Prompt::Text(t) => (t.clone(), vec![t.clone()]),
+                Prompt::Batch(b) => (
+                    b.first().cloned().unwrap_or_default(),
+                    b.iter().skip(1).cloned().collect(),
+                ),
+                Prompt::Messages(m) => (messages_text(m), vec![]),
+            };
+            body.insert("query".into(), Value::String(query));
+            body.insert("documents".into(), json!(documents));
+        }
+    }
+    if let Some(extra) = &params.extra_body {
+        merge_extra(&mut body, extra);
+    }
+    serde_json::to_vec(&Value::Object(body)).expect("a JSON map serialises")
+}
+
+fn streaming(body: &mut Map<String, Value>, p: &CaseParams) {
+    body.insert("stream".into(), Value::Bool(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    if p.ignore_eos == Some(true) {
+        body.insert("ignore_eos".into(), Value::Bool(true));
+    }
+    let sampling: [(&str, Option<Value>); 7] = [
+        ("temperature", p.temperature.map(Value::from)),
+        ("top_p", p.top_p.map(Value::from)),
+        ("top_k", p.top_k.map(Value::from)),
+        ("min_p", p.min_p.map(Value::from)),
+        ("frequency_penalty", p.frequency_penalty.map(Value::from)),
+        ("presence_penalty", p.presence_penalty.map(Value::from)),
+        ("repetition_penalty", p.repetition_penalty.map(Value::from)),
+    ];
+    for (k, v) in sampling {
+        if let Some(v) = v {
+            body.insert(k.into(), v);
+        }
+    }
+}
+
+/// Shallow merge, last wins; a JSON null removes the key.
+pub fn merge_extra(body: &mut Map<String, Value>, extra: &Map<String, Value>) {
+    for (k, v) in extra {
+        if v.is_null() {
+            body.remove(k);
+        } else {
+            body.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+fn messages_text(m: &Value) -> String {
+    m.as_array()
+        .map(|msgs| {
+            msgs.iter()
+                .filter_map(|msg| match msg.get("content") {
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(Value::Array(parts)) => Some(
+                        parts
+                            .iter()
+                            .filter_map(|p| p.get("text").and_then(Value::as_str))
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                    ),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(backend: Backend, params: &CaseParams) -> Value {
+        let input = RequestInput {
+            prompt: Prompt::Text("hello".into()),
+            prompt_len: 1,
+            output_len: 8,
+        };
+        serde_json::from_slice(&build_body(backend, "m", &input, params)).unwrap()
+    }
+
+    #[test]
+    fn completions_and_chat_bodies() {
+        let mut p = CaseParams {
+            ignore_eos: Some(true),
+            temperature: Some(0.0),
+            ..CaseParams::default()
+        };
+        let b = body(Backend::Openai, &p);
+        assert_eq!(b["prompt"], "hello");
+        assert_eq!(b["max_tokens"], 8);
+        assert_eq!(b["stream"], true);
+        assert_eq!(b["stream_options"]["include_usage"], true);
+        assert_eq!(b["ignore_eos"], true);
+        assert_eq!(b["temperature"], 0.0);
+        assert!(
+            b.get("top_p").is_none(),
+            "unset sampling parameters are not sent"
+        );
+        let b = body(Backend::OpenaiChat, &p);
+        assert_eq!(
+            b["messages"][0]["content"][0],
+            json!({"type": "text", "text": "hello"})
+        );
+        assert_eq!(b["max_completion_tokens"], 8);
+        assert!(b.get("max_tokens").is_none());
+        // extra_body wins, and null removes.
+        p.extra_body = Some(
+            serde_json::from_value(json!({"temperature": 0.5, "ignore_eos": null, "seed": 3}))
+                .unwrap(),
+        );
+        let b = body(Backend::Openai, &p);
+        assert_eq!(
+            (
+                b["temperature"].as_f64(),
+                b.get("ignore_eos"),
+                b["seed"].as_u64()
+            ),
+            (Some(0.5), None, Some(3))
+        );
+    }
+
+    #[test]
+    fn pooling_bodies() {
+        let p = CaseParams::default();
+        let b = body(Backend::OpenaiEmbeddings, &p);
+        assert_eq!(b["input"], "hello");
+        assert!(b.get("stream").is_none());
+        let input = RequestInput {
+            prompt: Prompt::Rerank {
+                query: "q".into(),
+                documents: vec!["a".into(), "b".into()],
+            },
+            prompt_len: 3,
+            output_len: 0,
+        };
+        let b: Value =
+            serde_json::from_slice(&build_body(Backend::VllmRerank, "m", &input, &p)).unwrap();
+        assert_eq!(b["query"], "q");
+        assert_eq!(b["documents"], json!(["a", "b"]));
+    }
+}

@@ -1,0 +1,245 @@
+//! Sends one request and measures it the way vLLM's request functions do (reference
+//! §2.1): `sent` just before the request goes out; a chunk's time when its bytes
+//! arrive; TTFT at the first SSE message with non-empty `choices`; one ITL sample per
+//! later such message; E2EL at the last token-bearing message. Failures become data.
+
+use std::time::{Duration, Instant};
+
+use reqwest::header::HeaderMap;
+use serde::Serialize;
+
+use super::chunk;
+use super::sse::SseParser;
+use crate::plan::Backend;
+
+/// Where requests go and how.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Full URL: base URL plus endpoint.
+    pub url: String,
+    pub backend: Backend,
+    /// Sent as the request's `model`.
+    pub model: String,
+    /// Authorization and extra headers (never printed).
+    pub headers: HeaderMap,
+    pub client: reqwest::Client,
+    pub timeout: Option<Duration>,
+}
+
+/// Why a request failed; counted by kind in every report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RequestError {
+    /// `connection`, `timeout`, `http_<status>`, `stream_broken`, `invalid_chunk`,
+    /// `stream_error`, `no_tokens` or `request`.
+    pub kind: String,
+    pub message: String,
+}
+
+/// What one request measured. Times are seconds.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub success: bool,
+    /// When the request went out (after any client-side queueing).
+    pub sent: Option<Instant>,
+    pub ttft: f64,
+    /// E2EL: sent → last token-bearing chunk.
+    pub latency: f64,
+    /// One sample per token-bearing chunk after the first.
+    pub itl: Vec<f64>,
+    pub chunks: u32,
+    /// Whether `data: [DONE]` arrived.
+    pub done: bool,
+    pub usage_completion: Option<u64>,
+    pub usage_prompt: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub text: String,
+    pub error: Option<RequestError>,
+}
+
+fn fail(o: &mut Outcome, kind: &str, message: impl Into<String>) {
+    o.success = false;
+    if o.error.is_none() {
+        let mut message: String = message.into();
+        message.truncate(500);
+        o.error = Some(RequestError {
+            kind: kind.to_string(),
+            message,
+        });
+    }
+}
+
+fn classify(e: &reqwest::Error) -> &'static str {
+    if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connection"
+    } else if e.is_body() || e.is_decode() {
+        "stream_broken"
+    } else {
+        "request"
+    }
+}
+
+/// Sends one request. `x-request-id` is set when given.
+pub async fn send(target: &Target, body: Vec<u8>, request_id: Option<&str>) -> Outcome {
+    let mut out = Outcome::default();
+    let fut = send_inner(target, body, request_id, &mut out);
+    match target.timeout {
+        Some(t) => {
+            if tokio::time::timeout(t, fut).await.is_err() {
+                out.success = false;
+                fail(
+                    &mut out,
+                    "timeout",
+                    format!("no complete answer within {:.1} s", t.as_secs_f64()),
+                );
+            }
+        }
+        None => fut.await,
+    }
+    out
+}
+
+async fn send_inner(target: &Target, body: Vec<u8>, request_id: Option<&str>, out: &mut Outcome) {
+    let mut req = target
+        .client
+        .post(&target.url)
+        .headers(target.headers.clone())
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body);
+    if let Some(id) = request_id {
+        req = req.header("x-request-id", id);
+    }
+    let sent = Instant::now();
+    out.sent = Some(sent);
+    let mut resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) => return fail(out, classify(&e), e.to_string()),
+    };
+    let status = resp.status();
+    if !status.is_success() {
+        let text = resp.text().await.unwrap_or_default();
+        let msg = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| {
+                v.pointer("/error/message")
+                    .and_then(|m| m.as_str())
+                    .map(str::to_string)
+            })
+            .unwrap_or(text);
+        return fail(
+            out,
+            &format!("http_{}", status.as_u16()),
+            format!("HTTP {}: {msg}", status.as_u16()),
+        );
+    }
+    if target.backend.is_pooling() {
+        return match resp.bytes().await {
+            Ok(bytes) => {
+                let t = sent.elapsed().as_secs_f64();
+                out.ttft = t;
+                out.latency = t;
+                let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+                out.usage_prompt = v
+                    .pointer("/usage/prompt_tokens")
+                    .or_else(|| v.pointer("/usage/total_tokens"))
+                    .and_then(|x| x.as_u64());
+                out.success = true;
+            }
+            Err(e) => fail(out, "stream_broken", e.to_string()),
+        };
+    }
+
+    let mut parser = SseParser::new();
+    let mut last = sent;
+    let mut first = true;
+    let mut failure: Option<(&'static str, String)> = None;
+    loop {
+        let bytes = match resp.chunk().await {
+            Ok(Some(b)) => b,
+            Ok(None) => break,
+            Err(e) => {
+                failure = Some((
+                    "stream_broken",
+                    format!("the stream broke after {} chunks: {e}", out.chunks),
+                ));
+                break;
+            }
+        };
+        let now = Instant::now();
+        parser.feed(&bytes, &mut |ev| {
+            if failure.is_some() {
+                return;
+            }
+            if ev.data == b"[DONE]" {
+                out.done = true;
+                return;
+            }
+            if ev.event == Some(b"error") {
+                failure = Some((
+                    "stream_error",
+                    String::from_utf8_lossy(ev.data).into_owned(),
+                ));
+                return;
+            }
+            let c = match chunk::parse(ev.data) {
+                Ok(c) => c,
+                Err(e) => {
+                    failure = Some((
+                        "invalid_chunk",
+                        format!(
+                            "unparsable chunk ({e}): {}",
+                            String::from_utf8_lossy(&ev.data[..ev.data.len().min(200)])
+                        ),
+                    ));
+                    return;
+                }
+            };
+            if c.choices.present {
+                if first {
+                    out.ttft = (now - sent).as_secs_f64();
+                    first = false;
+                } else {
+                    out.itl.push((now - last).as_secs_f64());
+                }
+                last = now;
+                out.chunks += 1;
+                if let Some(t) = c.choices.first.as_ref().and_then(|ch| ch.text()) {
+                    out.text.push_str(t);
+                }
+            } else if let Some(u) = c.usage {
+                out.usage_completion = u.completion_tokens.or(out.usage_completion);
+                out.usage_prompt = u.prompt_tokens.or(out.usage_prompt);
+                out.cached_tokens = u
+                    .prompt_tokens_details
+                    .and_then(|d| d.cached_tokens)
+                    .or(out.cached_tokens);
+            } else if c.error.is_some() {
+                failure = Some((
+                    "stream_error",
+                    String::from_utf8_lossy(&ev.data[..ev.data.len().min(300)]).into_owned(),
+                ));
+            }
+        });
+        if failure.is_some() {
+            break;
+        }
+    }
+    if failure.is_none() {
+        parser.finish(&mut |ev| {
+            if ev.data == b"[DONE]" {
+                out.done = true;
+            }
+        });
+    }
+    out.latency = (last - sent).as_secs_f64();
+    match failure {
+        Some((kind, msg)) => fail(out, kind, msg),
+        None if first => fail(
+            out,
+            "no_tokens",
+            "the stream ended without a chunk carrying choices",
+        ),
+        None => out.success = true,
+    }
+}

@@ -1,0 +1,210 @@
+//! Server-sent events framing, per the SSE spec: line-based (LF, CRLF or CR), any
+//! number of `data:` lines per event (with or without the space), comments, `event:`
+//! names, and events split across reads or packed several to a read.
+//!
+//! The parser copies only the partial line that straddles two reads; complete
+//! events are handed to the caller as a borrowed slice.
+
+/// One dispatched event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SseEvent<'a> {
+    /// The `event:` name, when one was given (for example `error`).
+    pub event: Option<&'a [u8]>,
+    pub data: &'a [u8],
+}
+
+#[derive(Debug, Default)]
+pub struct SseParser {
+    /// Bytes of an incomplete line carried over to the next read.
+    pending: Vec<u8>,
+    /// The data lines of the event being assembled.
+    data: Vec<u8>,
+    has_data: bool,
+    event: Vec<u8>,
+    /// The last byte seen was a CR, so a leading LF in the next read ends nothing.
+    after_cr: bool,
+}
+
+impl SseParser {
+    pub fn new() -> SseParser {
+        SseParser::default()
+    }
+
+    /// Feeds bytes as they arrive; calls `on_event` for every complete event.
+    pub fn feed(&mut self, mut bytes: &[u8], on_event: &mut impl FnMut(SseEvent<'_>)) {
+        if self.after_cr {
+            if let Some(rest) = bytes.strip_prefix(b"\n") {
+                bytes = rest;
+            }
+            self.after_cr = false;
+        }
+        let mut pending = std::mem::take(&mut self.pending);
+        let mut start = 0;
+        while let Some(i) = bytes[start..]
+            .iter()
+            .position(|b| *b == b'\n' || *b == b'\r')
+        {
+            let end = start + i;
+            if pending.is_empty() {
+                self.line(&bytes[start..end], on_event);
+            } else {
+                pending.extend_from_slice(&bytes[start..end]);
+                self.line(&pending, on_event);
+                pending.clear();
+            }
+            let cr = bytes[end] == b'\r';
+            start = end + 1;
+            if cr {
+                match bytes.get(start) {
+                    Some(b'\n') => start += 1,
+                    Some(_) => {}
+                    None => self.after_cr = true,
+                }
+            }
+        }
+        pending.extend_from_slice(&bytes[start..]);
+        self.pending = pending;
+    }
+
+    /// The stream ended: a last line without a newline counts, and an event with data
+    /// but no blank line after it is still delivered (vLLM accepts such a final event).
+    pub fn finish(&mut self, on_event: &mut impl FnMut(SseEvent<'_>)) {
+        if !self.pending.is_empty() {
+            let line = std::mem::take(&mut self.pending);
+            self.line(&line, on_event);
+        }
+        self.dispatch(on_event);
+    }
+
+    fn line(&mut self, line: &[u8], on_event: &mut impl FnMut(SseEvent<'_>)) {
+        if line.is_empty() {
+            self.dispatch(on_event);
+            return;
+        }
+        if line[0] == b':' {
+            return; // a comment or keep-alive
+        }
+        let (field, value) = match line.iter().position(|b| *b == b':') {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        match field {
+            b"data" => {
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+            }
+            b"event" => {
+                self.event.clear();
+                self.event.extend_from_slice(value);
+            }
+            _ => {} // id, retry and unknown fields do not matter here
+        }
+    }
+
+    fn dispatch(&mut self, on_event: &mut impl FnMut(SseEvent<'_>)) {
+        if self.has_data {
+            let event = (!self.event.is_empty()).then_some(self.event.as_slice());
+            on_event(SseEvent {
+                event,
+                data: &self.data,
+            });
+        }
+        self.data.clear();
+        self.event.clear();
+        self.has_data = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(chunks: &[&[u8]]) -> Vec<(Option<String>, String)> {
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        let mut push = |e: SseEvent<'_>| {
+            out.push((
+                e.event.map(|e| String::from_utf8_lossy(e).into_owned()),
+                String::from_utf8_lossy(e.data).into_owned(),
+            ))
+        };
+        for c in chunks {
+            p.feed(c, &mut push);
+        }
+        p.finish(&mut push);
+        out
+    }
+
+    fn data(chunks: &[&[u8]]) -> Vec<String> {
+        all(chunks).into_iter().map(|(_, d)| d).collect()
+    }
+
+    const STREAM: &[u8] = b"data: {\"a\":1}\n\n: keep-alive\n\ndata:{\"b\":2}\r\n\r\nevent: error\ndata: {\"error\":\"x\"}\n\ndata: [DONE]\n\n";
+
+    fn expected() -> Vec<(Option<String>, String)> {
+        vec![
+            (None, "{\"a\":1}".into()),
+            (None, "{\"b\":2}".into()),
+            (Some("error".into()), "{\"error\":\"x\"}".into()),
+            (None, "[DONE]".into()),
+        ]
+    }
+
+    #[test]
+    fn whole_stream_in_one_read() {
+        assert_eq!(all(&[STREAM]), expected());
+    }
+
+    #[test]
+    fn split_at_every_byte_position() {
+        for i in 0..=STREAM.len() {
+            assert_eq!(
+                all(&[&STREAM[..i], &STREAM[i..]]),
+                expected(),
+                "split at {i}"
+            );
+        }
+        for i in 0..STREAM.len() {
+            for j in i..=STREAM.len() {
+                assert_eq!(
+                    all(&[&STREAM[..i], &STREAM[i..j], &STREAM[j..]]),
+                    expected(),
+                    "split at {i} and {j}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn byte_by_byte() {
+        let bytes: Vec<&[u8]> = STREAM.chunks(1).collect();
+        assert_eq!(all(&bytes), expected());
+    }
+
+    #[test]
+    fn crlf_and_lone_cr_line_endings() {
+        assert_eq!(data(&[b"data: x\r\n\r\ndata: y\r\r"]), vec!["x", "y"]);
+        assert_eq!(data(&[b"data: x\r", b"\n\r", b"\n"]), vec!["x"]);
+    }
+
+    #[test]
+    fn multi_line_data_joins_with_newlines() {
+        assert_eq!(data(&[b"data: a\ndata: b\ndata\n\n"]), vec!["a\nb\n"]);
+    }
+
+    #[test]
+    fn a_final_event_without_blank_line_is_delivered() {
+        assert_eq!(
+            data(&[b"data: {\"a\":1}\n\ndata: [DONE]"]),
+            vec!["{\"a\":1}", "[DONE]"]
+        );
+        assert_eq!(data(&[b"data: x\n"]), vec!["x"]);
+        assert!(data(&[b": only a comment\n\n"]).is_empty());
+    }
+}

@@ -1,0 +1,4 @@
+//! The commands that send traffic. Each turns its arguments into plan types and
+//! calls the same library entry points as `run` and `optimize` do.
+
+pub mod bench;

@@ -1,0 +1,322 @@
+//! Runs one case against one target: ready check, smoke request, warmups, then the
+//! measured requests on their precomputed schedule under the concurrency cap.
+//!
+//! A dedicated thread releases requests at their scheduled times (OS sleeps are
+//! precise to tens of microseconds; tokio's timer rounds to milliseconds) and hands
+//! each to the runtime. Each request records when it was scheduled, released, got a
+//! concurrency slot and was sent, so schedule lag and client queueing are reported.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+
+use super::schedule::{ScheduleSpec, arrival_offsets};
+use crate::client::backend::{RequestInput, build_body};
+use crate::client::request::{Outcome, Target, send};
+use crate::metrics::record::RequestRecord;
+use crate::plan::CaseParams;
+
+/// How a case runs, beyond its parameters.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Send one unmeasured request first and fail the case if it cannot succeed.
+    pub smoke: bool,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+    /// Set to stop sending new requests (Ctrl-C).
+    pub stop: Arc<AtomicBool>,
+    /// How long to wait for requests in flight after a stop.
+    pub grace: Duration,
+    /// Prefix of `x-request-id`.
+    pub request_id_prefix: String,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            smoke: true,
+            progress: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            grace: Duration::from_secs(5),
+            request_id_prefix: format!("benchplan-{:08x}-", std::process::id()),
+        }
+    }
+}
+
+/// The smoke request's result: reported, never measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Smoke {
+    pub ok: bool,
+    pub latency_ms: f64,
+    pub attempts: u32,
+    pub error: Option<String>,
+}
+
+/// What running a case produced.
+#[derive(Debug)]
+pub struct CaseRun {
+    pub records: Vec<RequestRecord>,
+    /// Seconds from the first release to the last answer.
+    pub duration: f64,
+    pub smoke: Option<Smoke>,
+    pub warmups_failed: u64,
+    /// Stopped early (Ctrl-C): the records hold what finished.
+    pub interrupted: bool,
+}
+
+/// Why a case could not be measured at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the endpoint was not ready within {0:.0} s: {1}")]
+    NotReady(f64, String),
+    #[error("the smoke request failed {attempts} times; last error: {error}")]
+    Smoke { attempts: u32, error: String },
+    #[error("the case has no requests")]
+    Empty,
+}
+
+async fn one(target: &Target, params: &CaseParams, input: &RequestInput) -> Outcome {
+    send(
+        target,
+        build_body(target.backend, &target.model, input, params),
+        None,
+    )
+    .await
+}
+
+fn last_error(o: &Outcome) -> String {
+    o.error.as_ref().map_or_else(
+        || "unknown error".into(),
+        |e| format!("{}: {}", e.kind, e.message),
+    )
+}
+
+/// Sleeps until `deadline` on the current OS thread: a coarse sleep, then a short spin.
+fn sleep_until_precise(deadline: Instant) {
+    let spin = Duration::from_micros(200);
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        let left = deadline - now;
+        if left > spin {
+            std::thread::sleep(left - spin);
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Runs the case. `inputs` holds one request per prompt (already built).
+pub async fn run_case(
+    target: Arc<Target>,
+    params: Arc<CaseParams>,
+    inputs: Arc<Vec<RequestInput>>,
+    opts: &RunOptions,
+) -> Result<CaseRun, RunError> {
+    let first = inputs.first().ok_or(RunError::Empty)?.clone();
+
+    let ready = params.ready_check_timeout.as_secs_f64();
+    if ready > 0.0 {
+        let deadline = Instant::now() + Duration::from_secs_f64(ready);
+        loop {
+            let o = one(&target, &params, &first).await;
+            if o.success {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(RunError::NotReady(ready, last_error(&o)));
+            }
+            tokio::time::sleep((deadline - now).min(Duration::from_secs(5))).await;
+        }
+    }
+
+    let mut smoke = None;
+    if opts.smoke {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let t = Instant::now();
+            let o = one(&target, &params, &first).await;
+            if o.success {
+                smoke = Some(Smoke {
+                    ok: true,
+                    latency_ms: t.elapsed().as_secs_f64() * 1e3,
+                    attempts,
+                    error: None,
+                });
+                break;
+            }
+            // Transient errors (a 429, an injected fault) get two more tries; a dead endpoint fails the case.
+            if attempts >= 3 {
+                return Err(RunError::Smoke {
+                    attempts,
+                    error: last_error(&o),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    let sem = params
+        .max_concurrency
+        .map(|n| Arc::new(Semaphore::new(n as usize)));
+    let mut warmups_failed = 0;
+    if params.num_warmups > 0 {
+        let tasks: Vec<_> = (0..params.num_warmups)
+            .map(|_| {
+                let (target, params, first, sem) =
+                    (target.clone(), params.clone(), first.clone(), sem.clone());
+                tokio::spawn(async move {
+                    let _permit = match &sem {
+                        Some(s) => Some(s.acquire().await.expect("semaphore open")),
+                        None => None,
+                    };
+                    one(&target, &params, &first).await.success
+                })
+            })
+            .collect();
+        for t in tasks {
+            if !t.await.unwrap_or(false) {
+                warmups_failed += 1;
+            }
+        }
+    }
+
+    let n = inputs.len();
+    let offsets = Arc::new(arrival_offsets(&ScheduleSpec {
+        num_requests: n,
+        rate: params.request_rate.0,
+        burstiness: params.burstiness,
+        ramp: params.ramp_up_strategy.map(|s| {
+            (
+                s,
+                params.ramp_up_start_rps.unwrap_or(0.0),
+                params.ramp_up_end_rps.unwrap_or(0.0),
+            )
+        }),
+        seed: params.seed,
+    }));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RequestRecord>();
+    let handle = tokio::runtime::Handle::current();
+    let start = Instant::now();
+    let dispatcher = {
+        let (target, params, inputs, offsets, stop, prefix) = (
+            target.clone(),
+            params.clone(),
+            inputs.clone(),
+            offsets.clone(),
+            opts.stop.clone(),
+            opts.request_id_prefix.clone(),
+        );
+        std::thread::Builder::new()
+            .name("dispatcher".into())
+            .spawn(move || {
+                for i in 0..n {
+                    sleep_until_precise(start + Duration::from_secs_f64(offsets[i]));
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let dispatched = start.elapsed().as_secs_f64();
+                    let (target, params, inputs, sem, tx, id) = (
+                        target.clone(),
+                        params.clone(),
+                        inputs.clone(),
+                        sem.clone(),
+                        tx.clone(),
+                        format!("{prefix}{i}"),
+                    );
+                    let scheduled = offsets[i];
+                    handle.spawn(async move {
+                        let _permit = match &sem {
+                            Some(s) => Some(s.acquire().await.expect("semaphore open")),
+                            None => None,
+                        };
+                        let input = &inputs[i];
+                        let body = build_body(target.backend, &target.model, input, &params);
+                        let outcome = send(&target, body, Some(&id)).await;
+                        let sent = outcome.sent.map_or_else(
+                            || start.elapsed().as_secs_f64(),
+                            |t| (t - start).as_secs_f64(),
+                        );
+                        let _ = tx.send(RequestRecord {
+                            index: i,
+                            scheduled,
+                            dispatched,
+                            start: sent,
+                            prompt_len: input.prompt_len,
+                            expected_output_len: input.output_len,
+                            outcome,
+                        });
+                    });
+                }
+            })
+            .expect("spawn the dispatcher thread")
+    };
+
+    let bar = opts.progress.then(|| progress_bar(n as u64));
+    let mut records = Vec::with_capacity(n);
+    let mut interrupted = false;
+    let mut stopped_at: Option<Instant> = None;
+    let (mut errors, mut tokens) = (0u64, 0u64);
+    loop {
+        match tokio::time::timeout(Duration::from_millis(100), rx.recv()).await {
+            Ok(Some(r)) => {
+                if !r.outcome.success {
+                    errors += 1;
+                }
+                tokens += r
+                    .outcome
+                    .usage_completion
+                    .unwrap_or(u64::from(r.outcome.chunks));
+                if let Some(b) = &bar {
+                    b.inc(1);
+                    let secs = start.elapsed().as_secs_f64().max(1e-9);
+                    b.set_message(format!(
+                        "errors {errors} | {:.1} req/s | {:.0} tok/s",
+                        records.len() as f64 / secs,
+                        tokens as f64 / secs
+                    ));
+                }
+                records.push(r);
+            }
+            Ok(None) => break, // every request answered and the dispatcher is done
+            Err(_) => {}
+        }
+        if opts.stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            let at = *stopped_at.get_or_insert_with(Instant::now);
+            if at.elapsed() >= opts.grace {
+                break; // requests still in flight are abandoned
+            }
+        }
+    }
+    let duration = start.elapsed().as_secs_f64();
+    let _ = dispatcher.join();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    records.sort_by_key(|r| r.index);
+    Ok(CaseRun {
+        records,
+        duration,
+        smoke,
+        warmups_failed,
+        interrupted,
+    })
+}
+
+fn progress_bar(n: u64) -> indicatif::ProgressBar {
+    let b = indicatif::ProgressBar::new(n);
+    b.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:30} {pos}/{len} requests | {msg} | {elapsed}",
+        )
+        .expect("valid template"),
+    );
+    b
+}

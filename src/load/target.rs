@@ -1,0 +1,169 @@
+//! Resolving a service into something requests can be sent to: an embedded simulator
+//! started on demand or an external URL, its model (asked of /v1/models when not
+//! given), its tokenizer, and the request headers (API keys from the environment).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use crate::client::http::build_client;
+use crate::client::request::Target;
+use crate::plan::{CaseParams, Service};
+use crate::sim::{SimConfig, SimHandle, Simulator};
+use crate::tokenizer::TokenModel;
+
+/// A service ready for traffic. Holds the simulator (if any) alive.
+pub struct Resolved {
+    pub base_url: String,
+    /// The model as /v1/models names it (sent unless served_model_name is given).
+    pub model: String,
+    /// The model's `root` (a path or hub id), for the tokenizer.
+    pub model_root: String,
+    pub tokens: TokenModel,
+    /// Where the tokenizer came from: a path, `builtin`.
+    pub tokenizer_id: String,
+    pub client: reqwest::Client,
+    pub headers: HeaderMap,
+    pub sim: Option<SimHandle>,
+}
+
+/// Starts the simulator of a `sim` service, or connects to `base_url`, and resolves model and tokenizer.
+pub async fn resolve(
+    service: &Service,
+    insecure: bool,
+    max_connections: Option<usize>,
+) -> Result<Resolved, String> {
+    let (base_url, sim) = match (&service.sim, &service.base_url) {
+        (Some(spec), _) => {
+            let config = SimConfig::from_spec(spec);
+            let h = Simulator::start(config)
+                .await
+                .map_err(|e| format!("cannot start the simulator: {e}"))?;
+            (h.base_url.clone(), Some(h))
+        }
+        (None, Some(url)) => (url.trim_end_matches('/').to_string(), None),
+        (None, None) => return Err("the service has neither base_url nor sim".into()),
+    };
+    let client = build_client(insecure, max_connections)
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    let headers = headers(service)?;
+    let (model, model_root) = match &service.model {
+        Some(m) => (m.clone(), m.clone()),
+        None => discover_model(&client, &base_url, &headers).await?,
+    };
+    let (tokens, tokenizer_id) = match service.tokenizer_path() {
+        Some(p) => (TokenModel::load(&p)?, p.display().to_string()),
+        None => {
+            let root = std::path::Path::new(&model_root);
+            if crate::tokenizer::tokenizer_file(root).is_file() {
+                (TokenModel::load(root)?, model_root.clone())
+            } else {
+                (TokenModel::Builtin, "builtin".to_string())
+            }
+        }
+    };
+    Ok(Resolved {
+        base_url,
+        model,
+        model_root,
+        tokens,
+        tokenizer_id,
+        client,
+        headers,
+        sim,
+    })
+}
+
+/// `Authorization: Bearer` from the service's key variable (default OPENAI_API_KEY), then its headers.
+fn headers(service: &Service) -> Result<HeaderMap, String> {
+    let mut h = HeaderMap::new();
+    let var = service.api_key_env.as_deref().unwrap_or("OPENAI_API_KEY");
+    if let Ok(key) = std::env::var(var) {
+        if !key.is_empty() {
+            let mut v = HeaderValue::from_str(&format!("Bearer {key}"))
+                .map_err(|_| format!("${var} holds characters a header cannot carry"))?;
+            v.set_sensitive(true);
+            h.insert(AUTHORIZATION, v);
+        }
+    }
+    for (k, v) in &service.headers {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| format!("`{k}` is not a valid header name"))?;
+        let mut value = HeaderValue::from_str(v)
+            .map_err(|_| format!("the value of header `{k}` is not valid"))?;
+        value.set_sensitive(true);
+        h.insert(name, value);
+    }
+    Ok(h)
+}
+
+/// The first model of /v1/models: (id, root).
+pub async fn discover_model(
+    client: &reqwest::Client,
+    base_url: &str,
+    headers: &HeaderMap,
+) -> Result<(String, String), String> {
+    let url = format!("{base_url}/v1/models");
+    let resp = client
+        .get(&url)
+        .headers(headers.clone())
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .map_err(|e| {
+            format!("cannot reach {url}: {e}; give the model with --model, or check the address")
+        })?;
+    if !resp.status().is_success() {
+        return Err(format!(
+            "{url} answered HTTP {}; give the model with --model",
+            resp.status().as_u16()
+        ));
+    }
+    let v: Value = resp.json_value().await?;
+    let first = v
+        .pointer("/data/0")
+        .ok_or_else(|| format!("{url} lists no model; give one with --model"))?;
+    let id = first
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or("the first model has no id")?
+        .to_string();
+    let root = first
+        .get("root")
+        .and_then(Value::as_str)
+        .unwrap_or(&id)
+        .to_string();
+    Ok((id, root))
+}
+
+trait JsonValue {
+    async fn json_value(self) -> Result<Value, String>;
+}
+
+impl JsonValue for reqwest::Response {
+    async fn json_value(self) -> Result<Value, String> {
+        let bytes = self.bytes().await.map_err(|e| e.to_string())?;
+        serde_json::from_slice(&bytes).map_err(|e| format!("the answer is not JSON: {e}"))
+    }
+}
+
+/// The request target for a case on a resolved service.
+pub fn target(r: &Resolved, service: &Service, params: &CaseParams) -> Arc<Target> {
+    let endpoint = params
+        .endpoint
+        .clone()
+        .unwrap_or_else(|| params.backend().default_endpoint().to_string());
+    Arc::new(Target {
+        url: format!("{}{}", r.base_url, endpoint),
+        backend: params.backend(),
+        model: service
+            .served_model_name
+            .clone()
+            .unwrap_or_else(|| r.model.clone()),
+        headers: r.headers.clone(),
+        client: r.client.clone(),
+        timeout: params.request_timeout.map(|d| d.0),
+    })
+}

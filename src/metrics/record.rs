@@ -1,0 +1,31 @@
+//! What the load generator keeps of each measured request.
+
+use crate::client::request::Outcome;
+
+/// One measured request. Times are seconds since the start of the measured run.
+#[derive(Debug, Clone)]
+pub struct RequestRecord {
+    pub index: usize,
+    /// When the schedule said to send it.
+    pub scheduled: f64,
+    /// When the dispatcher released it (vLLM's arrival time).
+    pub dispatched: f64,
+    /// When it went out, after waiting for a concurrency slot (vLLM's start_time).
+    pub start: f64,
+    /// Prompt tokens as the dataset counted them.
+    pub prompt_len: u64,
+    pub expected_output_len: u64,
+    pub outcome: Outcome,
+}
+
+impl RequestRecord {
+    /// Time spent behind the concurrency cap and the event loop (vLLM's client_queue_time).
+    pub fn client_queue_time(&self) -> f64 {
+        (self.start - self.dispatched).max(0.0)
+    }
+
+    /// How late the dispatcher released it compared with the schedule.
+    pub fn schedule_lag(&self) -> f64 {
+        (self.dispatched - self.scheduled).max(0.0)
+    }
+}

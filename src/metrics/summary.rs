@@ -1,0 +1,336 @@
+//! The case summary: vLLM's `calculate_metrics` (reference §2.2) over the records.
+//!
+//! Only successful requests contribute to latencies and token totals; a failed one
+//! counts in `failed` and by error kind. TPOT is taken only over outputs longer than
+//! one token, but goodput counts shorter outputs as TPOT 0, as vLLM does. ITL
+//! samples are pooled over all requests. Output tokens come from `usage`, else the
+//! tokenizer, else 1, and the summary says which.
+
+use indexmap::IndexMap;
+
+use super::hist;
+use super::record::RequestRecord;
+use super::stats::{mean, percentile_sorted, std};
+use crate::plan::{CaseParams, Metric};
+use crate::tokenizer::TokenModel;
+
+/// Mean, median, std and percentiles of one metric, in milliseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatencyStats {
+    pub metric: Metric,
+    pub mean: f64,
+    pub median: f64,
+    pub std: f64,
+    /// (percentile, value)
+    pub percentiles: Vec<(f64, f64)>,
+}
+
+impl LatencyStats {
+    /// Stats of values given in seconds.
+    pub fn of(metric: Metric, values_s: &[f64], percentiles: &[f64]) -> LatencyStats {
+        let mut ms: Vec<f64> = values_s.iter().map(|v| v * 1e3).collect();
+        ms.sort_by(f64::total_cmp);
+        LatencyStats {
+            metric,
+            mean: mean(&ms),
+            median: percentile_sorted(&ms, 50.0),
+            std: std(&ms),
+            percentiles: percentiles
+                .iter()
+                .map(|p| (*p, percentile_sorted(&ms, *p)))
+                .collect(),
+        }
+    }
+}
+
+/// Where output token counts came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenSource {
+    Usage,
+    Tokenizer,
+    /// Neither usage nor a tokenizer: 1 per request (vLLM's last resort).
+    One,
+    Mixed,
+}
+
+impl TokenSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenSource::Usage => "usage",
+            TokenSource::Tokenizer => "tokenizer",
+            TokenSource::One => "one_per_request",
+            TokenSource::Mixed => "mixed",
+        }
+    }
+}
+
+/// Everything a case measured.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub pooling: bool,
+    pub duration: f64,
+    pub completed: u64,
+    pub failed: u64,
+    pub total_input_tokens: u64,
+    pub total_output_tokens: u64,
+    pub total_input_sequences: u64,
+    pub request_throughput: f64,
+    pub request_goodput: Option<f64>,
+    pub output_throughput: f64,
+    pub total_token_throughput: f64,
+    pub input_sequence_throughput: f64,
+    pub max_output_tokens_per_s: f64,
+    pub max_concurrent_requests: u64,
+    pub stats: Vec<LatencyStats>,
+    // Per request, in request order (failures: 0 and "" where vLLM writes them so).
+    pub input_lens: Vec<u64>,
+    pub output_lens: Vec<u64>,
+    pub ttfts: Vec<f64>,
+    pub itls: Vec<Vec<f64>>,
+    pub latencies: Vec<f64>,
+    pub start_times: Vec<f64>,
+    pub queue_times: Vec<f64>,
+    pub generated_texts: Vec<String>,
+    pub errors: Vec<String>,
+    // benchplan's additions.
+    pub errors_by_kind: IndexMap<String, u64>,
+    pub first_errors: IndexMap<String, String>,
+    pub token_source: Option<TokenSource>,
+    pub schedule_lag: Option<LatencyStats>,
+    pub client_queue: Option<LatencyStats>,
+    pub mean_tokens_per_chunk: f64,
+    pub streams_without_done: u64,
+    pub cached_tokens: u64,
+    /// Metric name → base64 HDR histogram (µs).
+    pub histograms: IndexMap<String, String>,
+}
+
+impl Summary {
+    pub fn success_rate(&self) -> f64 {
+        let total = self.completed + self.failed;
+        if total == 0 {
+            0.0
+        } else {
+            self.completed as f64 / total as f64 * 100.0
+        }
+    }
+
+    pub fn stat(&self, metric: Metric) -> Option<&LatencyStats> {
+        self.stats.iter().find(|s| s.metric == metric)
+    }
+}
+
+/// vLLM's peak output rate: token events bucketed by whole seconds since the first
+/// start; the fullest bucket's count. (It counts chunks, as vLLM does.)
+fn max_output_tokens_per_s(records: &[&RequestRecord]) -> f64 {
+    let Some(min_start) = records.iter().map(|r| r.start).min_by(f64::total_cmp) else {
+        return 0.0;
+    };
+    let max_end = records
+        .iter()
+        .map(|r| r.start + r.outcome.latency)
+        .fold(min_start, f64::max);
+    let mut buckets = vec![0u64; (max_end - min_start).ceil() as usize + 1];
+    for r in records {
+        let mut t = r.start + r.outcome.ttft;
+        let mut add = |t: f64| {
+            let b = (t - min_start) as usize;
+            if let Some(slot) = buckets.get_mut(b) {
+                *slot += 1;
+            }
+        };
+        add(t);
+        for g in &r.outcome.itl {
+            t += g;
+            add(t);
+        }
+    }
+    buckets.into_iter().max().unwrap_or(0) as f64
+}
+
+/// Peak number of successful requests in flight: a sweep over [start, start + latency),
+/// departures before arrivals at equal times.
+fn max_concurrent(records: &[&RequestRecord]) -> u64 {
+    let mut events: Vec<(f64, i64)> = Vec::with_capacity(records.len() * 2);
+    for r in records {
+        events.push((r.start, 1));
+        events.push((r.start + r.outcome.latency, -1));
+    }
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut cur, mut peak) = (0i64, 0i64);
+    for (_, d) in events {
+        cur += d;
+        peak = peak.max(cur);
+    }
+    peak as u64
+}
+
+/// Computes the summary. `tokens` counts output text when a response has no usage.
+pub fn summarize(
+    records: &[RequestRecord],
+    duration: f64,
+    params: &CaseParams,
+    tokens: Option<&TokenModel>,
+) -> Summary {
+    let pooling = params.backend().is_pooling();
+    let mut s = Summary {
+        pooling,
+        duration,
+        ..Summary::default()
+    };
+    let (mut ttfts, mut tpots, mut all_tpots, mut itls, mut e2els) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let (mut queue, mut e2el_q, mut lags) = (vec![], vec![], vec![]);
+    let mut sources = (0u64, 0u64, 0u64);
+    let mut chunks = 0u64;
+    let mut ok: Vec<&RequestRecord> = Vec::new();
+    for r in records {
+        let o = &r.outcome;
+        s.start_times.push(r.start);
+        s.queue_times.push(r.client_queue_time());
+        s.ttfts.push(if o.success { o.ttft } else { 0.0 });
+        s.latencies.push(if o.success { o.latency } else { 0.0 });
+        s.itls.push(o.itl.clone());
+        s.generated_texts.push(o.text.clone());
+        s.errors.push(
+            o.error
+                .as_ref()
+                .map_or_else(String::new, |e| e.message.clone()),
+        );
+        lags.push(r.schedule_lag());
+        let input = o.usage_prompt.unwrap_or(r.prompt_len);
+        s.input_lens.push(input);
+        if !o.success {
+            s.failed += 1;
+            s.output_lens.push(0);
+            if let Some(e) = &o.error {
+                *s.errors_by_kind.entry(e.kind.clone()).or_insert(0) += 1;
+                s.first_errors
+                    .entry(e.kind.clone())
+                    .or_insert_with(|| e.message.clone());
+            }
+            continue;
+        }
+        ok.push(r);
+        s.completed += 1;
+        s.total_input_tokens += input;
+        s.cached_tokens += o.cached_tokens.unwrap_or(0);
+        if !pooling && !o.done {
+            s.streams_without_done += 1;
+        }
+        let output = if pooling {
+            0
+        } else {
+            match (o.usage_completion.filter(|n| *n > 0), tokens) {
+                (Some(n), _) => {
+                    sources.0 += 1;
+                    n
+                }
+                (None, Some(t)) => {
+                    sources.1 += 1;
+                    t.count(&o.text) as u64
+                }
+                (None, None) => {
+                    sources.2 += 1;
+                    1
+                }
+            }
+        };
+        s.output_lens.push(output);
+        s.total_output_tokens += output;
+        chunks += u64::from(o.chunks);
+        let tpot = if output > 1 {
+            (o.latency - o.ttft) / (output - 1) as f64
+        } else {
+            0.0
+        };
+        if output > 1 {
+            tpots.push(tpot);
+        }
+        all_tpots.push(tpot);
+        itls.extend_from_slice(&o.itl);
+        ttfts.push(o.ttft);
+        e2els.push(o.latency);
+        queue.push(r.client_queue_time());
+        e2el_q.push(o.latency + r.client_queue_time());
+    }
+    s.total_input_sequences = s.completed;
+    let d = if duration > 0.0 {
+        duration
+    } else {
+        f64::INFINITY
+    };
+    s.request_throughput = s.completed as f64 / d;
+    s.output_throughput = s.total_output_tokens as f64 / d;
+    s.total_token_throughput = (s.total_input_tokens + s.total_output_tokens) as f64 / d;
+    s.input_sequence_throughput = s.total_input_sequences as f64 / d;
+    if let Some(g) = &params.goodput {
+        // A request is good when it meets every configured SLO (inclusive), as in DistServe.
+        let limits = [g.ttft, g.tpot, g.e2el].map(|d| d.map(|d| d.as_secs_f64()));
+        let good = (0..ttfts.len())
+            .filter(|&i| {
+                let vals = [ttfts[i], all_tpots[i], e2els[i]];
+                limits
+                    .iter()
+                    .zip(vals)
+                    .all(|(lim, v)| lim.is_none_or(|l| l >= v))
+            })
+            .count();
+        s.request_goodput = Some(good as f64 / d);
+    }
+    if !pooling {
+        s.max_output_tokens_per_s = max_output_tokens_per_s(&ok);
+        s.token_source = Some(match sources {
+            (_, 0, 0) => TokenSource::Usage,
+            (0, _, 0) => TokenSource::Tokenizer,
+            (0, 0, _) => TokenSource::One,
+            _ => TokenSource::Mixed,
+        });
+        s.mean_tokens_per_chunk = if chunks > 0 {
+            s.total_output_tokens as f64 / chunks as f64
+        } else {
+            0.0
+        };
+    }
+    s.max_concurrent_requests = max_concurrent(&ok);
+
+    let pcts = &params.metric_percentiles;
+    for m in params.percentile_metrics() {
+        let values: &[f64] = match m {
+            Metric::Ttft if !pooling => &ttfts,
+            Metric::Tpot if !pooling => &tpots,
+            Metric::Itl if !pooling => &itls,
+            Metric::E2el => &e2els,
+            // vLLM reports these only with a concurrency cap, and the second only at a finite rate.
+            Metric::ClientQueueTime if params.max_concurrency.is_some() => &queue,
+            Metric::E2elIncludingClientQueue
+                if params.max_concurrency.is_some() && params.request_rate.is_finite() =>
+            {
+                &e2el_q
+            }
+            _ => continue,
+        };
+        s.stats.push(LatencyStats::of(m, values, pcts));
+    }
+    s.schedule_lag = Some(LatencyStats::of(Metric::E2el, &lags, &[50.0, 99.0, 100.0]));
+    s.client_queue = Some(LatencyStats::of(
+        Metric::ClientQueueTime,
+        &queue,
+        &[50.0, 99.0, 100.0],
+    ));
+    let mut hists: Vec<(&str, &[f64])> = vec![("e2el", &e2els)];
+    if !pooling {
+        hists.extend([
+            ("ttft", &ttfts[..]),
+            ("tpot", &tpots[..]),
+            ("itl", &itls[..]),
+        ]);
+    }
+    for (name, values) in hists {
+        s.histograms.insert(
+            name.to_string(),
+            hist::encode(&hist::from_seconds(values.iter().copied())),
+        );
+    }
+    s
+}

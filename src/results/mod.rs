@@ -1,0 +1,4 @@
+//! Writing results: vLLM-compatible result JSON, file names, atomic writes.
+
+pub mod vllm_json;
+pub mod write;

@@ -1,0 +1,282 @@
+//! The result JSON: every key `vllm bench serve --save-result` writes, in its order,
+//! names and units (reference §3), then benchplan's additions under `benchplan`.
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value, json};
+
+use crate::metrics::summary::{LatencyStats, Summary};
+use crate::plan::CaseParams;
+use crate::slo::percentile_label;
+
+/// The run-level facts of the header.
+#[derive(Debug, Clone, Default)]
+pub struct Header {
+    /// `%Y%m%d-%H%M%S`
+    pub date: String,
+    pub label: Option<String>,
+    pub model_id: String,
+    pub tokenizer_id: Option<String>,
+}
+
+fn stats_keys(out: &mut Map<String, Value>, s: &LatencyStats) {
+    let m = s.metric.name();
+    out.insert(format!("mean_{m}_ms"), json!(s.mean));
+    out.insert(format!("median_{m}_ms"), json!(s.median));
+    out.insert(format!("std_{m}_ms"), json!(s.std));
+    for (p, v) in &s.percentiles {
+        out.insert(format!("p{}_{m}_ms", percentile_label(*p)), json!(v));
+    }
+}
+
+fn small_stats(s: &LatencyStats) -> Value {
+    let mut o = Map::new();
+    o.insert("mean_ms".into(), json!(s.mean));
+    for (p, v) in &s.percentiles {
+        let key = if *p == 100.0 {
+            "max_ms".to_string()
+        } else {
+            format!("p{}_ms", percentile_label(*p))
+        };
+        o.insert(key, json!(v));
+    }
+    Value::Object(o)
+}
+
+/// The vLLM-shaped result, with `benchplan` extras given by the caller appended.
+pub fn result_json(
+    h: &Header,
+    p: &CaseParams,
+    s: &Summary,
+    detailed: bool,
+    extras: Map<String, Value>,
+) -> Map<String, Value> {
+    let backend = p.backend().name();
+    let mut o = Map::new();
+    o.insert("date".into(), json!(h.date));
+    o.insert("endpoint_type".into(), json!(backend));
+    o.insert("backend".into(), json!(backend));
+    o.insert("label".into(), json!(h.label));
+    o.insert("model_id".into(), json!(h.model_id));
+    o.insert("tokenizer_id".into(), json!(h.tokenizer_id));
+    o.insert("num_prompts".into(), json!(p.num_prompts));
+    for (k, v) in &p.metadata {
+        o.insert(k.clone(), json!(v));
+    }
+    o.insert(
+        "request_rate".into(),
+        serde_json::to_value(p.request_rate).expect("rate serialises"),
+    );
+    o.insert("burstiness".into(), json!(p.burstiness));
+    o.insert("max_concurrency".into(), json!(p.max_concurrency));
+    if let Some(r) = p.ramp_up_strategy {
+        o.insert(
+            "ramp_up_strategy".into(),
+            serde_json::to_value(r).expect("enum serialises"),
+        );
+        o.insert("ramp_up_start_rps".into(), json!(p.ramp_up_start_rps));
+        o.insert("ramp_up_end_rps".into(), json!(p.ramp_up_end_rps));
+    }
+    o.insert("duration".into(), json!(s.duration));
+    o.insert("completed".into(), json!(s.completed));
+    o.insert("failed".into(), json!(s.failed));
+    o.insert("total_input_tokens".into(), json!(s.total_input_tokens));
+    if s.pooling {
+        o.insert(
+            "total_input_sequences".into(),
+            json!(s.total_input_sequences),
+        );
+        o.insert("request_throughput".into(), json!(s.request_throughput));
+        o.insert(
+            "input_sequence_throughput".into(),
+            json!(s.input_sequence_throughput),
+        );
+        o.insert(
+            "total_token_throughput".into(),
+            json!(s.total_token_throughput),
+        );
+        if detailed {
+            o.insert("input_lens".into(), json!(s.input_lens));
+        }
+        o.insert("latencies".into(), json!(s.latencies));
+        o.insert("queue_times".into(), json!(s.queue_times));
+        if detailed {
+            o.insert("errors".into(), json!(s.errors));
+        }
+    } else {
+        o.insert("total_output_tokens".into(), json!(s.total_output_tokens));
+        o.insert("request_throughput".into(), json!(s.request_throughput));
+        o.insert("request_goodput".into(), json!(s.request_goodput));
+        o.insert("output_throughput".into(), json!(s.output_throughput));
+        o.insert(
+            "total_token_throughput".into(),
+            json!(s.total_token_throughput),
+        );
+        if detailed {
+            o.insert("input_lens".into(), json!(s.input_lens));
+            o.insert("output_lens".into(), json!(s.output_lens));
+            o.insert("ttfts".into(), json!(s.ttfts));
+            o.insert("itls".into(), json!(s.itls));
+        }
+        o.insert("latencies".into(), json!(s.latencies));
+        if detailed {
+            o.insert("start_times".into(), json!(s.start_times));
+        }
+        o.insert("queue_times".into(), json!(s.queue_times));
+        if detailed {
+            o.insert("generated_texts".into(), json!(s.generated_texts));
+            o.insert("errors".into(), json!(s.errors));
+        }
+        o.insert(
+            "max_output_tokens_per_s".into(),
+            json!(s.max_output_tokens_per_s),
+        );
+        o.insert(
+            "max_concurrent_requests".into(),
+            json!(s.max_concurrent_requests),
+        );
+        o.insert("rtfx".into(), json!(0.0));
+    }
+    for st in &s.stats {
+        stats_keys(&mut o, st);
+    }
+    let mut b = Map::new();
+    b.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    b.insert("success_rate".into(), json!(s.success_rate()));
+    b.insert(
+        "goodput_ratio".into(),
+        json!(s.request_goodput.map(|g| if s.request_throughput > 0.0 {
+            g / s.request_throughput
+        } else {
+            0.0
+        })),
+    );
+    b.insert("errors_by_kind".into(), json!(s.errors_by_kind));
+    b.insert("first_errors".into(), json!(s.first_errors));
+    b.insert(
+        "token_count_source".into(),
+        json!(s.token_source.map(|t| t.as_str())),
+    );
+    b.insert(
+        "mean_tokens_per_chunk".into(),
+        json!(s.mean_tokens_per_chunk),
+    );
+    b.insert("streams_without_done".into(), json!(s.streams_without_done));
+    b.insert("cached_tokens".into(), json!(s.cached_tokens));
+    if let Some(l) = &s.schedule_lag {
+        b.insert("schedule_lag".into(), small_stats(l));
+    }
+    if let Some(q) = &s.client_queue {
+        b.insert("client_queue_time".into(), small_stats(q));
+    }
+    b.insert("histograms_us".into(), json!(s.histograms));
+    for (k, v) in extras {
+        b.insert(k, v);
+    }
+    o.insert("benchplan".into(), Value::Object(b));
+    o
+}
+
+/// vLLM's file name: `{label}-{rate}qps[-concurrency{N}]-{model basename}-{date}.json`.
+pub fn vllm_file_name(h: &Header, p: &CaseParams) -> String {
+    let label = h
+        .label
+        .clone()
+        .unwrap_or_else(|| p.backend().name().to_string());
+    let model = h.model_id.rsplit('/').next().unwrap_or(&h.model_id);
+    let conc = p
+        .max_concurrency
+        .map_or_else(String::new, |c| format!("-concurrency{c}"));
+    let rate = |r: f64| {
+        if r.is_finite() {
+            python_float(r)
+        } else {
+            "inf".to_string()
+        }
+    };
+    match p.ramp_up_strategy {
+        Some(s) => format!(
+            "{label}-ramp-up-{}-{}qps-{}qps{conc}-{model}-{}.json",
+            serde_json::to_value(s)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            rate(p.ramp_up_start_rps.unwrap_or(0.0)),
+            rate(p.ramp_up_end_rps.unwrap_or(0.0)),
+            h.date
+        ),
+        None => format!(
+            "{label}-{}qps{conc}-{model}-{}.json",
+            rate(p.request_rate.0),
+            h.date
+        ),
+    }
+}
+
+/// Python's `str(float)`: `10.0`, `2.5`.
+fn python_float(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e16 {
+        format!("{x:.1}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// Percentile keys of a result, for tables that read results back.
+pub fn read_stat(result: &Map<String, Value>, key: &str) -> Option<f64> {
+    result.get(key).and_then(Value::as_f64)
+}
+
+/// Turns a JSON map into an ordered map of strings (for CSV rows).
+pub fn flatten_numbers(result: &Map<String, Value>) -> IndexMap<String, String> {
+    result
+        .iter()
+        .filter(|(_, v)| v.is_number() || v.is_string() || v.is_null() || v.is_boolean())
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.as_str().map_or_else(
+                    || {
+                        if v.is_null() {
+                            String::new()
+                        } else {
+                            v.to_string()
+                        }
+                    },
+                    str::to_string,
+                ),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::units::Rate;
+
+    #[test]
+    fn file_names_follow_vllm() {
+        let h = Header {
+            date: "20260301-142530".into(),
+            label: None,
+            model_id: "meta-llama/Llama-3.1-8B".into(),
+            tokenizer_id: None,
+        };
+        let mut p = CaseParams {
+            backend: Some(crate::plan::Backend::OpenaiChat),
+            max_concurrency: Some(64),
+            ..CaseParams::default()
+        };
+        assert_eq!(
+            vllm_file_name(&h, &p),
+            "openai-chat-infqps-concurrency64-Llama-3.1-8B-20260301-142530.json"
+        );
+        p.max_concurrency = None;
+        p.request_rate = Rate(10.0);
+        p.backend = Some(crate::plan::Backend::Vllm);
+        assert_eq!(
+            vllm_file_name(&h, &p),
+            "vllm-10.0qps-Llama-3.1-8B-20260301-142530.json"
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! Files are written whole or not at all: into a temporary file beside the target,
+//! flushed, then renamed over it.
+
+use std::io::Write;
+use std::path::Path;
+
+/// Writes `bytes` to `path` atomically (same-folder temporary file, then rename).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("result");
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// vLLM's `--append-result`: a newline before the object when the file is not empty.
+pub fn append_json_line(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    if f.metadata()?.len() > 0 {
+        f.write_all(b"\n")?;
+    }
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_whole_files_and_appends_lines() {
+        let dir = std::env::temp_dir().join(format!("benchplan-write-{}", std::process::id()));
+        let p = dir.join("sub/r.json");
+        write_atomic(&p, b"{\"a\":1}").unwrap();
+        write_atomic(&p, b"{\"a\":2}").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\":2}");
+        assert_eq!(
+            std::fs::read_dir(dir.join("sub")).unwrap().count(),
+            1,
+            "no temporary file left behind"
+        );
+        let l = dir.join("lines.json");
+        append_json_line(&l, b"{}").unwrap();
+        append_json_line(&l, b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&l).unwrap(), "{}\n{}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

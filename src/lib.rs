@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod clock;
 pub mod commands;
 pub mod dataset;
 pub mod diag;

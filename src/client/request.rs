@@ -17,6 +17,8 @@ use crate::plan::Backend;
 pub struct Target {
     /// Full URL: base URL plus endpoint.
     pub url: String,
+    /// The server's base URL (for /v1/models and other side requests).
+    pub base_url: String,
     pub backend: Backend,
     /// Sent as the request's `model`.
     pub model: String,
@@ -69,6 +71,16 @@ fn fail(o: &mut Outcome, kind: &str, message: impl Into<String>) {
 }
 
 fn classify(e: &reqwest::Error) -> &'static str {
+    // A server that closes the connection before answering is a connection failure.
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<hyper::Error>()
+            .is_some_and(|h| h.is_incomplete_message() || h.is_closed())
+        {
+            return "connection";
+        }
+        source = s.source();
+    }
     if e.is_timeout() {
         "timeout"
     } else if e.is_connect() {

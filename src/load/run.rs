@@ -31,6 +31,9 @@ pub struct RunOptions {
     pub grace: Duration,
     /// Prefix of `x-request-id`.
     pub request_id_prefix: String,
+    /// Open the connections the run will use before it starts, so TCP set-up is not
+    /// measured as server latency (a production client keeps its connections warm).
+    pub prewarm_connections: bool,
 }
 
 impl Default for RunOptions {
@@ -41,6 +44,7 @@ impl Default for RunOptions {
             stop: Arc::new(AtomicBool::new(false)),
             grace: Duration::from_secs(5),
             request_id_prefix: format!("benchplan-{:08x}-", std::process::id()),
+            prewarm_connections: true,
         }
     }
 }
@@ -91,23 +95,6 @@ fn last_error(o: &Outcome) -> String {
         || "unknown error".into(),
         |e| format!("{}: {}", e.kind, e.message),
     )
-}
-
-/// Sleeps until `deadline` on the current OS thread: a coarse sleep, then a short spin.
-fn sleep_until_precise(deadline: Instant) {
-    let spin = Duration::from_micros(200);
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return;
-        }
-        let left = deadline - now;
-        if left > spin {
-            std::thread::sleep(left - spin);
-        } else {
-            std::hint::spin_loop();
-        }
-    }
 }
 
 /// Runs the case. `inputs` holds one request per prompt (already built).
@@ -188,6 +175,13 @@ pub async fn run_case(
     }
 
     let n = inputs.len();
+    if opts.prewarm_connections {
+        prewarm(
+            &target,
+            params.max_concurrency.map_or(n, |c| (c as usize).min(n)),
+        )
+        .await;
+    }
     let offsets = Arc::new(arrival_offsets(&ScheduleSpec {
         num_requests: n,
         rate: params.request_rate.0,
@@ -216,8 +210,9 @@ pub async fn run_case(
         std::thread::Builder::new()
             .name("dispatcher".into())
             .spawn(move || {
+                crate::clock::precise_timers();
                 for i in 0..n {
-                    sleep_until_precise(start + Duration::from_secs_f64(offsets[i]));
+                    crate::clock::sleep_until(start + Duration::from_secs_f64(offsets[i]));
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
@@ -308,6 +303,35 @@ pub async fn run_case(
         warmups_failed,
         interrupted,
     })
+}
+
+/// Opens up to `k` pooled connections with concurrent GETs of /v1/models; best effort.
+async fn prewarm(target: &Arc<Target>, k: usize) {
+    let k = k.min(4096);
+    if k <= 1 {
+        return;
+    }
+    let url = format!("{}/v1/models", target.base_url);
+    let tasks: Vec<_> = (0..k)
+        .map(|_| {
+            let (client, url, headers) =
+                (target.client.clone(), url.clone(), target.headers.clone());
+            tokio::spawn(async move {
+                if let Ok(r) = client
+                    .get(&url)
+                    .headers(headers)
+                    .timeout(Duration::from_secs(10))
+                    .send()
+                    .await
+                {
+                    let _ = r.bytes().await; // drain, so the connection returns to the pool
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        let _ = t.await;
+    }
 }
 
 fn progress_bar(n: u64) -> indicatif::ProgressBar {

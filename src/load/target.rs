@@ -157,6 +157,7 @@ pub fn target(r: &Resolved, service: &Service, params: &CaseParams) -> Arc<Targe
         .unwrap_or_else(|| params.backend().default_endpoint().to_string());
     Arc::new(Target {
         url: format!("{}{}", r.base_url, endpoint),
+        base_url: r.base_url.clone(),
         backend: params.backend(),
         model: service
             .served_model_name

@@ -334,3 +334,129 @@ pub fn summarize(
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::request::{Outcome, RequestError};
+    use crate::plan::params::Goodput;
+    use crate::plan::units::Dur;
+
+    fn rec(i: usize, start: f64, ttft: f64, itl: &[f64], usage: Option<u64>) -> RequestRecord {
+        let latency = ttft + itl.iter().sum::<f64>();
+        RequestRecord {
+            index: i,
+            scheduled: start,
+            dispatched: start,
+            start,
+            prompt_len: 10,
+            expected_output_len: 4,
+            outcome: Outcome {
+                success: true,
+                ttft,
+                latency,
+                itl: itl.to_vec(),
+                chunks: itl.len() as u32 + 1,
+                done: true,
+                usage_completion: usage,
+                ..Outcome::default()
+            },
+        }
+    }
+
+    /// Four requests computed by hand (numpy's linear percentiles, population std).
+    #[test]
+    fn a_hand_computed_sample() {
+        let mut failed = rec(3, 0.3, 0.0, &[], None);
+        failed.outcome.success = false;
+        failed.outcome.error = Some(RequestError {
+            kind: "http_500".into(),
+            message: "boom".into(),
+        });
+        let records = vec![
+            rec(0, 0.0, 0.1, &[0.05, 0.05, 0.05], Some(4)), // tpot (0.25 - 0.1) / 3 = 0.05
+            rec(1, 0.1, 0.2, &[0.1], Some(2)),              // tpot 0.1
+            rec(2, 0.2, 0.3, &[], Some(1)), // one token: no TPOT sample, TPOT 0 for goodput
+            failed,
+        ];
+        let params = CaseParams {
+            metric_percentiles: vec![50.0, 99.0],
+            percentile_metrics: Some(vec![Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el]),
+            goodput: Some(Goodput {
+                ttft: Some(Dur::from_secs_f64(0.2)),
+                tpot: Some(Dur::from_secs_f64(0.06)),
+                e2el: None,
+            }),
+            ..CaseParams::default()
+        };
+        let s = summarize(&records, 1.0, &params, None);
+        assert_eq!(
+            (
+                s.completed,
+                s.failed,
+                s.total_output_tokens,
+                s.total_input_tokens
+            ),
+            (3, 1, 7, 30)
+        );
+        assert_eq!(s.errors_by_kind.get("http_500"), Some(&1));
+        assert_eq!(s.request_throughput, 3.0);
+        // Only request 0 meets TTFT <= 200 ms and TPOT <= 60 ms.
+        assert_eq!(s.request_goodput, Some(1.0));
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        let ttft = s.stat(Metric::Ttft).unwrap();
+        assert!(close(ttft.mean, 200.0) && close(ttft.median, 200.0));
+        assert!(close(ttft.std, (20_000.0f64 / 3.0).sqrt()), "{}", ttft.std);
+        assert!(
+            close(ttft.percentiles[1].1, 298.0),
+            "{:?}",
+            ttft.percentiles
+        );
+        let itl = s.stat(Metric::Itl).unwrap();
+        assert!(
+            close(itl.mean, 62.5)
+                && close(itl.percentiles[0].1, 50.0)
+                && close(itl.percentiles[1].1, 98.5),
+            "{itl:?}"
+        );
+        let tpot = s.stat(Metric::Tpot).unwrap();
+        assert!(
+            close(tpot.mean, 75.0) && close(tpot.percentiles[1].1, 99.5),
+            "{tpot:?}"
+        );
+        let e2el = s.stat(Metric::E2el).unwrap();
+        assert!(close(e2el.mean, (250.0 + 300.0 + 300.0) / 3.0));
+        // Intervals [0, .25), [.1, .4), [.2, .5) overlap three deep at 0.2 s.
+        assert_eq!(s.max_concurrent_requests, 3);
+        // Every token event falls in the first second: 4 + 2 + 1 chunks.
+        assert_eq!(s.max_output_tokens_per_s, 7.0);
+        assert_eq!(s.token_source, Some(TokenSource::Usage));
+        assert!(close(s.mean_tokens_per_chunk, 1.0));
+        assert_eq!(
+            s.ttfts[3], 0.0,
+            "failures appear as 0 in the per-request lists"
+        );
+    }
+
+    #[test]
+    fn output_counts_fall_back_to_the_tokenizer_then_to_one() {
+        let mut r = rec(0, 0.0, 0.1, &[0.1], None);
+        r.outcome.text = "lobo kiba zumo".into();
+        let p = CaseParams::default();
+        let s = summarize(
+            std::slice::from_ref(&r),
+            1.0,
+            &p,
+            Some(&TokenModel::Builtin),
+        );
+        assert_eq!(
+            (s.total_output_tokens, s.token_source),
+            (3, Some(TokenSource::Tokenizer))
+        );
+        let s = summarize(&[r], 1.0, &p, None);
+        assert_eq!(
+            (s.total_output_tokens, s.token_source),
+            (1, Some(TokenSource::One))
+        );
+    }
+}

@@ -4,6 +4,7 @@
 //! drains every event that is already queued into one write, so a fast engine
 //! produces few large writes rather than many small ones.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -56,6 +57,9 @@ pub struct SseStream {
     pub table: OutputTable,
     pub finished: bool,
     pub completion_tokens: u64,
+    /// A cut is due once this timer fires: the bytes before it get flushed first, so
+    /// the client sees a stream that breaks mid-way rather than a dropped connection.
+    pub cut: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl SseStream {
@@ -150,6 +154,12 @@ impl Body for SimBody {
                 if s.finished {
                     return Poll::Ready(None);
                 }
+                if let Some(timer) = s.cut.as_mut() {
+                    return match timer.as_mut().poll(cx) {
+                        Poll::Pending => Poll::Pending,
+                        Poll::Ready(()) => Poll::Ready(Some(Err(StreamCut))),
+                    };
+                }
                 let first = match s.events.poll_recv(cx) {
                     Poll::Pending => return Poll::Pending,
                     // The engine dropped the request (shutdown): end the stream as cut.
@@ -157,21 +167,24 @@ impl Body for SimBody {
                     Poll::Ready(Some(ev)) => ev,
                 };
                 let mut buf = BytesMut::with_capacity(512);
-                if let Err(e) = s.write_event(first, &mut buf) {
-                    return Poll::Ready(Some(Err(e)));
-                }
+                let mut ev = Some(first);
                 // Coalesce what is already queued, up to a sensible write size.
-                while !s.finished && buf.len() < 64 * 1024 {
-                    match s.events.try_recv() {
-                        Ok(ev) => {
-                            if s.write_event(ev, &mut buf).is_err() {
-                                // Deliver what was produced; the cut shows on the next poll.
-                                s.events.close();
-                                break;
-                            }
-                        }
-                        Err(_) => break,
+                while let Some(e) = ev.take() {
+                    if s.write_event(e, &mut buf).is_err() {
+                        s.cut = Some(Box::pin(tokio::time::sleep(
+                            std::time::Duration::from_millis(5),
+                        )));
+                        break;
                     }
+                    if s.finished || buf.len() >= 64 * 1024 {
+                        break;
+                    }
+                    ev = s.events.try_recv().ok();
+                }
+                if buf.is_empty() {
+                    // A cut with nothing before it in this poll: wait for the timer.
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
                 }
                 Poll::Ready(Some(Ok(Frame::data(buf.freeze()))))
             }

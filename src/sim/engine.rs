@@ -20,6 +20,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::config::SimConfig;
 use super::metrics::Stats;
 use super::prefix_cache::PrefixCache;
+use crate::clock::SPIN;
 use crate::rng::Rng;
 
 /// Why a sequence ended.
@@ -82,9 +83,6 @@ struct Seq {
     cut_after: Option<u64>,
     cached: u64,
 }
-
-/// Spin instead of sleeping for the last stretch before a deadline: OS sleeps overshoot.
-const SPIN: Duration = Duration::from_micros(150);
 
 struct Engine {
     config: SimConfig,
@@ -207,6 +205,7 @@ impl Engine {
             if seq.cut_after == Some(seq.emitted) {
                 let _ = seq.job.events.send(Event::Cut);
                 self.stats.requests_failed.fetch_add(1, Relaxed);
+                self.stats.injected_cuts.fetch_add(1, Relaxed);
                 self.finish(id);
                 continue;
             }
@@ -259,6 +258,7 @@ impl Engine {
 
 /// Runs the engine until every command sender is gone or a shutdown arrives.
 pub fn run(config: SimConfig, stats: Arc<Stats>, commands: Receiver<Command>) {
+    crate::clock::precise_timers();
     let mut e = Engine {
         rng: Rng::new(config.seed ^ 0x5eed),
         cache: PrefixCache::new(config.kv_cache_blocks, config.block_size),

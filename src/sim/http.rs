@@ -291,8 +291,9 @@ async fn inference(state: Arc<State>, req: Request<Incoming>, path: &str, ready:
             .then(|| c.failure_types[rng.range(0, c.failure_types.len() as u64 - 1) as usize])
     };
     if let Some(t) = injected_failure {
-        state.stats.requests_failed.fetch_add(1, Relaxed);
-        return failure(t, c.max_model_len);
+        let resp = failure(t, c.max_model_len);
+        state.stats.count_injected(resp.status().as_u16());
+        return resp;
     }
     let body = match read_json(req).await {
         Ok(b) => b,
@@ -331,7 +332,7 @@ fn admit(state: &State) -> Result<(), Box<Resp>> {
     let before = state.stats.in_system.fetch_add(1, Relaxed);
     if before >= limit {
         state.stats.in_system.fetch_sub(1, Relaxed);
-        state.stats.requests_failed.fetch_add(1, Relaxed);
+        state.stats.count_injected(429);
         return Err(Box::new(error(
             StatusCode::TOO_MANY_REQUESTS,
             "RateLimitError",
@@ -422,6 +423,7 @@ async fn generate(state: Arc<State>, body: &Value, api: Api) -> Resp {
             table: state.outputs.clone(),
             finished: false,
             completion_tokens: 0,
+            cut: None,
         };
         return Response::builder()
             .header("content-type", "text/event-stream")

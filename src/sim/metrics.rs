@@ -46,7 +46,7 @@ impl Histogram {
 }
 
 /// Everything `/metrics` reports. Written by the engine and the HTTP handlers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Stats {
     pub running: AtomicU64,
     pub waiting: AtomicU64,
@@ -60,11 +60,54 @@ pub struct Stats {
     pub prefix_hits: AtomicU64,
     pub requests_ok: AtomicU64,
     pub requests_failed: AtomicU64,
+    /// Injected HTTP errors by status (failure_rate, X-Return-Error, api key, full queue): index = status - 400.
+    pub injected_status: [AtomicU64; 200],
+    /// Streams cut by disconnect_rate.
+    pub injected_cuts: AtomicU64,
     pub ttft: Histogram,
     pub e2e: Histogram,
 }
 
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            running: AtomicU64::new(0),
+            waiting: AtomicU64::new(0),
+            in_system: AtomicU64::new(0),
+            kv_usage_ppm: AtomicU64::new(0),
+            prompt_tokens: AtomicU64::new(0),
+            generation_tokens: AtomicU64::new(0),
+            prefix_queries: AtomicU64::new(0),
+            prefix_hits: AtomicU64::new(0),
+            requests_ok: AtomicU64::new(0),
+            requests_failed: AtomicU64::new(0),
+            injected_status: std::array::from_fn(|_| AtomicU64::new(0)),
+            injected_cuts: AtomicU64::new(0),
+            ttft: Histogram::default(),
+            e2e: Histogram::default(),
+        }
+    }
+}
+
 impl Stats {
+    /// Counts an error answer the simulator gave on purpose.
+    pub fn count_injected(&self, status: u16) {
+        self.requests_failed.fetch_add(1, Relaxed);
+        if let Some(c) = self
+            .injected_status
+            .get(usize::from(status.saturating_sub(400)))
+        {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// How many answers with this status were injected.
+    pub fn injected(&self, status: u16) -> u64 {
+        self.injected_status
+            .get(usize::from(status.saturating_sub(400)))
+            .map_or(0, |c| c.load(Relaxed))
+    }
+
     pub fn render(&self, model: &str) -> String {
         let l = format!("model_name=\"{model}\"");
         let mut out = String::with_capacity(4096);

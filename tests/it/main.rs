@@ -3,6 +3,7 @@
 mod bad_plans;
 mod cases;
 mod cli;
+mod loadgen;
 mod plans;
 mod sim;
 mod sim_timing;

@@ -1,4 +1,6 @@
 //! Shared by the benchmarks: a simulator in its own process, and its CPU time.
+// Each benchmark uses only part of this module.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

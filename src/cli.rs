@@ -46,6 +46,23 @@ pub enum Command {
     Schema,
     /// Run the embedded simulator as a standalone OpenAI-compatible server.
     Sim(SimArgs),
+    /// Run every case of a plan, write the results tree and the report, exit with a verdict.
+    Run {
+        #[command(flatten)]
+        plan: PlanArgs,
+        /// Results folder (default: the plan's execution.results_dir).
+        #[arg(long)]
+        results_dir: Option<PathBuf>,
+        /// A minijinja template replacing the built-in report.
+        #[arg(long)]
+        template: Option<PathBuf>,
+        /// Build every case's dataset, print its lengths, send nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
     /// Benchmark one case with `vllm bench serve`'s flags.
     Bench(Box<crate::commands::bench::BenchArgs>),
 }
@@ -137,6 +154,24 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::Sim(args) => crate::sim::cli::run(&args),
         Command::Bench(args) => crate::commands::bench::run(&args),
+        Command::Run {
+            plan,
+            results_dir,
+            template,
+            dry_run,
+            quiet,
+        } => with_plan(&plan, |p| {
+            if dry_run {
+                return crate::commands::dry_run::print(p);
+            }
+            let settings = crate::executor::RunSettings {
+                results_dir,
+                template: template.or_else(|| p.plan.report.template.clone()),
+                command: std::env::args().collect::<Vec<_>>().join(" "),
+                progress: !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            };
+            crate::executor::run(p, &settings)
+        }),
     };
     ExitCode::from(code)
 }

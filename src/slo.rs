@@ -345,3 +345,84 @@ mod tests {
         assert!(ge.holds(99.0) && !ge.holds(98.9));
     }
 }
+
+/// One SLO judged on one case's result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    pub key: String,
+    /// `<= 500ms`
+    pub target: String,
+    /// None when the result lacks the metric: that is a failure, never a silent pass.
+    pub actual: Option<f64>,
+    pub unit: &'static str,
+    pub pass: bool,
+    pub message: String,
+}
+
+impl Slo {
+    /// The actual value of this SLO's metric in a summary, if the case produced it.
+    pub fn actual(&self, s: &crate::metrics::summary::Summary) -> Option<f64> {
+        match self.metric {
+            SloMetric::Latency { stat, metric } => {
+                let st = s.stat(metric)?;
+                match stat {
+                    Stat::Mean => Some(st.mean),
+                    Stat::Median => Some(st.median),
+                    Stat::Std => Some(st.std),
+                    Stat::Percentile(p) => st
+                        .percentiles
+                        .iter()
+                        .find(|(q, _)| (q - p).abs() < 1e-9)
+                        .map(|(_, v)| *v),
+                }
+            }
+            SloMetric::SuccessRate => (s.completed + s.failed > 0).then(|| s.success_rate()),
+            SloMetric::GoodputRatio => s.request_goodput.map(|g| {
+                if s.request_throughput > 0.0 {
+                    g / s.request_throughput
+                } else {
+                    0.0
+                }
+            }),
+            SloMetric::RequestThroughput => Some(s.request_throughput),
+            SloMetric::OutputThroughput => (!s.pooling).then_some(s.output_throughput),
+        }
+    }
+
+    /// Judges this SLO on a summary.
+    pub fn judge(&self, s: &crate::metrics::summary::Summary) -> Verdict {
+        let target = format!("{} {}{}", self.op.symbol(), self.threshold, self.unit());
+        match self.actual(s) {
+            Some(a) => {
+                let pass = self.holds(a);
+                let message = format!(
+                    "{}: {a:.2}{} {} {}{}",
+                    self.key,
+                    self.unit(),
+                    if pass { "meets" } else { "misses" },
+                    target,
+                    ""
+                );
+                Verdict {
+                    key: self.key.clone(),
+                    target,
+                    actual: Some(a),
+                    unit: self.unit(),
+                    pass,
+                    message,
+                }
+            }
+            None => Verdict {
+                key: self.key.clone(),
+                target,
+                actual: None,
+                unit: self.unit(),
+                pass: false,
+                message: format!(
+                    "{}: the result has no such metric, so the SLO cannot hold",
+                    self.key
+                ),
+            },
+        }
+    }
+}

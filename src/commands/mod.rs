@@ -2,3 +2,4 @@
 //! calls the same library entry points as `run` and `optimize` do.
 
 pub mod bench;
+pub mod dry_run;

@@ -177,7 +177,7 @@ pub struct CaseParams {
     /// Per-request SLOs that define goodput.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub goodput: Option<Goodput>,
-    /// Metrics that get mean/median/std/percentiles; default ttft,tpot,itl (e2el for pooling backends).
+    /// Metrics that get mean/median/std/percentiles; default ttft,tpot,itl,e2el (e2el for pooling backends).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub percentile_metrics: Option<Vec<Metric>>,
     /// Percentiles to compute, such as [50, 90, 99, 99.9].
@@ -292,13 +292,14 @@ impl CaseParams {
         out
     }
 
-    /// The metrics that get statistics: the plan's list, else vLLM's default for the backend.
+    /// The metrics that get statistics: the plan's list, else ttft, tpot, itl and e2el
+    /// (vLLM's default leaves e2el out; benchplan reports it so no latency column is empty).
     pub fn percentile_metrics(&self) -> Vec<Metric> {
         self.percentile_metrics.clone().unwrap_or_else(|| {
             if self.backend().is_pooling() {
                 vec![Metric::E2el]
             } else {
-                vec![Metric::Ttft, Metric::Tpot, Metric::Itl]
+                vec![Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el]
             }
         })
     }

@@ -5,6 +5,7 @@ mod cases;
 mod cli;
 mod loadgen;
 mod plans;
+mod run_plan;
 mod sim;
 mod sim_timing;
 mod support;

@@ -1,0 +1,76 @@
+//! summary.csv: one row per case, every metric of every case (the union of the
+//! numeric keys of their results, in first-seen order).
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
+
+/// One case's row: its id, service, status and result JSON (none when it failed).
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub id: String,
+    pub service: String,
+    pub status: String,
+    pub result: Option<Map<String, Value>>,
+}
+
+/// Writes the rows as CSV text.
+pub fn summary_csv(rows: &[Row]) -> Result<String, String> {
+    let flat: Vec<IndexMap<String, String>> = rows
+        .iter()
+        .map(|Row { result: r, .. }| {
+            let mut m = IndexMap::new();
+            if let Some(r) = r {
+                for (k, v) in r {
+                    if let Some(cell) = cell(v) {
+                        m.insert(k.clone(), cell);
+                    }
+                }
+                if let Some(Value::Object(b)) = r.get("benchplan") {
+                    for (k, v) in b {
+                        if let Some(cell) = cell(v) {
+                            m.insert(k.clone(), cell);
+                        }
+                    }
+                    if let Some(Value::Object(e)) = b.get("errors_by_kind") {
+                        for (k, v) in e {
+                            m.insert(format!("errors_{k}"), v.to_string());
+                        }
+                    }
+                }
+            }
+            m
+        })
+        .collect();
+    let mut columns: Vec<String> = Vec::new();
+    for m in &flat {
+        for k in m.keys() {
+            if !columns.contains(k) {
+                columns.push(k.clone());
+            }
+        }
+    }
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header = vec!["case_id".to_string(), "service".into(), "status".into()];
+    header.extend(columns.iter().cloned());
+    w.write_record(&header).map_err(|e| e.to_string())?;
+    for (row, m) in rows.iter().zip(&flat) {
+        let mut rec = vec![row.id.clone(), row.service.clone(), row.status.clone()];
+        rec.extend(
+            columns
+                .iter()
+                .map(|c| m.get(c).cloned().unwrap_or_default()),
+        );
+        w.write_record(&rec).map_err(|e| e.to_string())?;
+    }
+    String::from_utf8(w.into_inner().map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+}
+
+fn cell(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Null => Some(String::new()),
+        _ => None,
+    }
+}

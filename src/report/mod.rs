@@ -1,0 +1,49 @@
+//! Reports: one typed view model built from a run's results, rendered by minijinja
+//! templates (markdown) and written as CSV. Every format reads the same view model.
+
+pub mod csv;
+pub mod view;
+
+use minijinja::Environment;
+
+/// The built-in report template, embedded at build time.
+pub const REPORT_MD: &str = include_str!("../../templates/report.md.j2");
+
+/// Renders a template over the view model. Errors name the template, line and problem.
+pub fn render(
+    template_name: &str,
+    source: &str,
+    view: &view::ReportView,
+) -> Result<String, String> {
+    let mut env = Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.add_filter("num", num);
+    env.add_template(template_name, source)
+        .map_err(|e| describe(&e))?;
+    let t = env.get_template(template_name).map_err(|e| describe(&e))?;
+    t.render(minijinja::context! { r => view })
+        .map_err(|e| describe(&e))
+}
+
+fn describe(e: &minijinja::Error) -> String {
+    let mut s = match (e.name(), e.line()) {
+        (Some(n), Some(l)) => format!("template {n}, line {l}: {}", e.kind()),
+        (Some(n), None) => format!("template {n}: {}", e.kind()),
+        _ => format!("template: {}", e.kind()),
+    };
+    if let Some(d) = e.detail() {
+        s.push_str(": ");
+        s.push_str(d);
+    }
+    s
+}
+
+/// `{{ x | num }}`: two decimals, `-` for none.
+fn num(v: minijinja::Value) -> String {
+    match f64::try_from(v.clone()) {
+        Ok(x) if x.is_finite() => format!("{x:.2}"),
+        _ if v.is_none() || v.is_undefined() => "-".to_string(),
+        _ => v.to_string(),
+    }
+}

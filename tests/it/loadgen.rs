@@ -296,7 +296,6 @@ async fn chat_embeddings_and_rerank_backends() {
         .await
         .unwrap();
     assert_eq!((r.summary.completed, r.summary.total_input_tokens), (4, 80));
-    let _ = Arc::new(0);
 }
 
 #[test]
@@ -437,5 +436,196 @@ fn bench_rejects_bad_flags_with_exit_2() {
         stderr(&out).contains("does not fit backend"),
         "{}",
         stderr(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_timeouts_are_counted() {
+    let svc = sim_service(
+        Preset::GroundTruth,
+        SimParams {
+            itl: Some(Dur::from_secs_f64(0.05)),
+            ..SimParams::default()
+        },
+    );
+    let resolved = resolve(&svc, false, None).await.unwrap();
+    let p = CaseParams {
+        request_timeout: Some(Dur::from_secs_f64(0.1)),
+        ..params(4, 8, 20)
+    };
+    let r = execute(
+        &resolved,
+        &svc,
+        &p,
+        &RunOptions {
+            smoke: false,
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r.summary.errors_by_kind.get("timeout"),
+        Some(&4),
+        "{:?}",
+        r.summary.errors_by_kind
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ready_check_waits_for_a_starting_server_and_warmups_are_not_measured() {
+    let svc = sim_service(
+        Preset::Fast,
+        SimParams {
+            startup_delay: Some(Dur::from_secs_f64(0.4)),
+            ..SimParams::default()
+        },
+    );
+    let resolved = resolve(&svc, false, None).await.unwrap();
+    let p = CaseParams {
+        ready_check_timeout: Dur::from_secs_f64(5.0),
+        num_warmups: 3,
+        ..params(10, 8, 4)
+    };
+    let t = std::time::Instant::now();
+    let r = execute(&resolved, &svc, &p, &RunOptions::default())
+        .await
+        .unwrap();
+    assert!(t.elapsed().as_secs_f64() >= 0.4);
+    assert_eq!((r.summary.completed, r.summary.failed), (10, 0));
+    // The server saw the ready check, the smoke request and 3 warmups on top of the 10 measured.
+    let served = resolved
+        .sim
+        .as_ref()
+        .unwrap()
+        .stats()
+        .requests_ok
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(served, 10 + 3 + 1 + 1);
+
+    let svc = sim_service(
+        Preset::Fast,
+        SimParams {
+            startup_delay: Some(Dur::from_secs_f64(30.0)),
+            ..SimParams::default()
+        },
+    );
+    let resolved = resolve(&svc, false, None).await.unwrap();
+    let p = CaseParams {
+        ready_check_timeout: Dur::from_secs_f64(0.3),
+        ..params(10, 8, 4)
+    };
+    let e = execute(&resolved, &svc, &p, &RunOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        e.contains("not ready within") && e.contains("http_503"),
+        "{e}"
+    );
+}
+
+#[test]
+fn ctrl_c_saves_a_partial_result_marked_interrupted() {
+    let dir = std::env::temp_dir().join(format!("benchplan-int-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args([
+            "bench",
+            "--sim",
+            "ground-truth",
+            "--num-prompts",
+            "400",
+            "--max-concurrency",
+            "2",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "20",
+            "--save-result",
+            "--result-dir",
+            dir.to_str().unwrap(),
+            "--disable-tqdm",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    assert_eq!(v["benchplan"]["interrupted"], true);
+    let done = v["completed"].as_u64().unwrap();
+    assert!(done > 0 && done < 400, "a partial run: {done} of 400");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A TLS front for the simulator: terminates TLS with a self-signed certificate and
+/// relays the bytes to the plain simulator.
+async fn tls_front(backend: std::net::SocketAddr) -> std::net::SocketAddr {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    benchplan::client::http::install_crypto_provider();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    let der = CertificateDer::from(cert.cert.der().to_vec());
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![der], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                if let Ok(mut tls) = acceptor.accept(tcp).await {
+                    if let Ok(mut plain) = tokio::net::TcpStream::connect(backend).await {
+                        let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_works_with_rustls() {
+    let sim = benchplan::sim::Simulator::start(benchplan::sim::SimConfig::preset(Preset::Fast))
+        .await
+        .unwrap();
+    let front = tls_front(sim.addr).await;
+    let svc = Service {
+        base_url: Some(format!("https://127.0.0.1:{}", front.port())),
+        ..Service::default()
+    };
+    // A self-signed certificate is refused unless verification is off (--insecure).
+    assert!(resolve(&svc, false, None).await.is_err());
+    let resolved = resolve(&svc, true, None).await.unwrap();
+    assert_eq!(resolved.model, "benchplan-sim");
+    let r = execute(&resolved, &svc, &params(20, 8, 5), &RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.summary.completed, r.summary.total_output_tokens),
+        (20, 100)
     );
 }

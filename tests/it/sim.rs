@@ -597,3 +597,35 @@ fn benchplan_sim_runs_as_a_process() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean `itl`?"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_per_chunk_bundles_tokens() {
+    let sim = start(SimConfig {
+        tokens_per_chunk: 4,
+        ..fast()
+    })
+    .await;
+    let c = client();
+    let s = stream(
+        &c,
+        &format!("{}/v1/completions", sim.base_url),
+        json!({"prompt": "a", "max_tokens": 10, "stream": true, "stream_options": {"include_usage": true}}),
+    )
+    .await;
+    let words: Vec<usize> = s.frames[..s.frames.len() - 2]
+        .iter()
+        .map(|(_, f)| {
+            data(f)["choices"][0]["text"]
+                .as_str()
+                .unwrap()
+                .split_whitespace()
+                .count()
+        })
+        .collect();
+    // The first token alone (TTFT is unchanged), then bundles of four, the rest last.
+    assert_eq!(words, vec![1, 4, 4, 1]);
+    assert_eq!(
+        data(&s.frames[s.frames.len() - 2].1)["usage"]["completion_tokens"],
+        10
+    );
+}

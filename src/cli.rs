@@ -62,6 +62,45 @@ pub enum Command {
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
+        /// Finish the unfinished cases of an earlier run folder (the plan must be unchanged).
+        #[arg(long)]
+        resume: Option<PathBuf>,
+        /// Write JUnit XML: one test per case and SLO.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+    },
+    /// Ask a service what it is and whether it is ready: health, models, endpoints, one smoke request.
+    Probe {
+        /// The server's base URL, such as http://127.0.0.1:8000.
+        url: String,
+        /// Probe only this backend's endpoint.
+        #[arg(long, value_enum)]
+        backend: Option<crate::plan::params::BackendArg>,
+        /// The model to send (default: the first of /v1/models).
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long)]
+        insecure: bool,
+    },
+    /// Re-render the report of a run folder (or a folder of `vllm bench serve` results).
+    Report {
+        dir: PathBuf,
+        #[arg(long)]
+        template: Option<PathBuf>,
+        /// md, csv or json.
+        #[arg(long, default_value = "md")]
+        format: String,
+    },
+    /// Compare two runs: per-metric deltas, exit 4 on a regression beyond the threshold.
+    Compare {
+        base: PathBuf,
+        cand: PathBuf,
+        /// A throughput drop or latency rise beyond this is a regression.
+        #[arg(long, default_value = "5%")]
+        threshold: String,
+        /// Per-metric threshold, such as p99_ttft_ms=10%. Repeatable.
+        #[arg(long = "metric-threshold", value_name = "KEY=PCT")]
+        metric_threshold: Vec<String>,
     },
     /// Benchmark one case with `vllm bench serve`'s flags.
     Bench(Box<crate::commands::bench::BenchArgs>),
@@ -154,12 +193,31 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::Sim(args) => crate::sim::cli::run(&args),
         Command::Bench(args) => crate::commands::bench::run(&args),
+        Command::Probe {
+            url,
+            backend,
+            model,
+            insecure,
+        } => crate::commands::probe::run(&url, backend.map(Into::into), model, insecure),
+        Command::Report {
+            dir,
+            template,
+            format,
+        } => crate::commands::report::run(&dir, template, &format),
+        Command::Compare {
+            base,
+            cand,
+            threshold,
+            metric_threshold,
+        } => crate::commands::report::compare(&base, &cand, &threshold, &metric_threshold),
         Command::Run {
             plan,
             results_dir,
             template,
             dry_run,
             quiet,
+            resume,
+            junit,
         } => with_plan(&plan, |p| {
             if dry_run {
                 return crate::commands::dry_run::print(p);
@@ -169,6 +227,8 @@ pub fn run(cli: Cli) -> ExitCode {
                 template: template.or_else(|| p.plan.report.template.clone()),
                 command: std::env::args().collect::<Vec<_>>().join(" "),
                 progress: !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                resume,
+                junit,
             };
             crate::executor::run(p, &settings)
         }),

@@ -347,14 +347,14 @@ mod tests {
 }
 
 /// One SLO judged on one case's result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Verdict {
     pub key: String,
     /// `<= 500ms`
     pub target: String,
     /// None when the result lacks the metric: that is a failure, never a silent pass.
     pub actual: Option<f64>,
-    pub unit: &'static str,
+    pub unit: String,
     pub pass: bool,
     pub message: String,
 }
@@ -407,7 +407,7 @@ impl Slo {
                     key: self.key.clone(),
                     target,
                     actual: Some(a),
-                    unit: self.unit(),
+                    unit: self.unit().to_string(),
                     pass,
                     message,
                 }
@@ -416,7 +416,7 @@ impl Slo {
                 key: self.key.clone(),
                 target,
                 actual: None,
-                unit: self.unit(),
+                unit: self.unit().to_string(),
                 pass: false,
                 message: format!(
                     "{}: the result has no such metric, so the SLO cannot hold",

@@ -3,3 +3,5 @@
 
 pub mod bench;
 pub mod dry_run;
+pub mod probe;
+pub mod report;

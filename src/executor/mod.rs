@@ -1,13 +1,18 @@
-//! `benchplan run`: every case of a plan, in plan order, into a
+//! `benchplan run`: every case of a plan into a
 //! `bench_results/batch/batch_YYYYMMDD_HHMMSS/` folder, persisted as each case
-//! finishes (whole files only), then summary.csv and report.md, and an exit code.
+//! finishes (whole files only), then summary.csv and report.md, an optional
+//! comparison with a baseline run, JUnit XML, and an exit code.
 //!
 //! Services are resolved once before any case runs: simulators start in-process,
-//! external ones must answer /v1/models (or have their model named), so a dead
-//! service stops the run with a clear error before traffic.
+//! external ones must answer /v1/models with the model the plan names, so a dead or
+//! wrong service stops the run with a clear error before traffic.
+
+pub mod parallel;
+pub mod resume;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
@@ -16,10 +21,9 @@ use crate::cli::exit;
 use crate::load::case::execute;
 use crate::load::run::RunOptions;
 use crate::load::target::{Resolved, resolve};
-use crate::metrics::summary::Summary;
-use crate::planner::Planned;
+use crate::planner::{Case, Planned};
 use crate::report::csv::Row;
-use crate::report::view::{ReportView, ServiceView, case_view, recommend};
+use crate::report::view::{ReportView, ServiceView, case_view, recommend, verdicts};
 use crate::results::vllm_json::{Header, result_json};
 use crate::results::write::write_atomic;
 use crate::timefmt;
@@ -31,9 +35,12 @@ pub struct RunSettings {
     pub template: Option<PathBuf>,
     pub command: String,
     pub progress: bool,
+    /// Finish an earlier run in this folder instead of starting a new one.
+    pub resume: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
 }
 
-fn json_bytes(v: &Value) -> Vec<u8> {
+pub fn json_bytes(v: &Value) -> Vec<u8> {
     let mut b = serde_json::to_vec_pretty(v).expect("JSON serialises");
     b.push(b'\n');
     b
@@ -45,10 +52,91 @@ fn host() -> String {
         .unwrap_or_else(|_| std::env::var("HOSTNAME").unwrap_or_default())
 }
 
+/// The plan's identity for resume: its resolved cases, not its formatting.
+pub fn plan_hash(planned: &Planned) -> String {
+    let ids: Vec<&str> = planned.cases.iter().map(|c| c.id.as_str()).collect();
+    format!(
+        "{:016x}",
+        crate::planner::case::fnv1a64(ids.join("\n").as_bytes())
+    )
+}
+
 /// Runs a validated plan. Returns the exit code.
 pub fn run(planned: &Planned, settings: &RunSettings) -> u8 {
     let any_sim = planned.plan.services.values().any(|s| s.is_sim());
-    crate::load::runtime(any_sim).block_on(run_async(planned, settings))
+    crate::load::runtime(any_sim || planned.plan.execution.parallel > 1)
+        .block_on(run_async(planned, settings))
+}
+
+/// One finished case: its result JSON, or why it has none.
+pub type CaseOutcome = (Option<Map<String, Value>>, Option<String>);
+
+/// Runs one case (all its repeats) and writes its result file(s).
+pub async fn run_case(
+    planned: &Planned,
+    case: &Case,
+    resolved: &Resolved,
+    dir: &Path,
+    progress: bool,
+) -> CaseOutcome {
+    let plan = &planned.plan;
+    let svc = &plan.services[&case.service];
+    let opts = RunOptions {
+        progress,
+        ..RunOptions::default()
+    };
+    let repeats = plan.execution.repeats.max(1);
+    let mut results: Vec<Map<String, Value>> = Vec::new();
+    for rep in 1..=repeats {
+        let outcome = match plan.execution.timeout {
+            Some(t) => tokio::time::timeout(t.0, execute(resolved, svc, &case.params, &opts))
+                .await
+                .unwrap_or_else(|_| Err(format!("the case did not finish within {t}"))),
+            None => execute(resolved, svc, &case.params, &opts).await,
+        };
+        let res = match outcome {
+            Ok(r) => r,
+            Err(e) => return (None, Some(e)),
+        };
+        let header = Header {
+            date: timefmt::stamp_dash(SystemTime::now()),
+            label: Some(case.id.clone()),
+            model_id: resolved.model.clone(),
+            tokenizer_id: Some(resolved.tokenizer_id.clone()),
+        };
+        let mut extras = Map::new();
+        extras.insert("case_id".into(), json!(case.id));
+        extras.insert("service".into(), json!(case.service));
+        extras.insert("repeat".into(), json!(rep));
+        extras.insert(
+            "params".into(),
+            serde_json::to_value(&case.params).expect("params serialise"),
+        );
+        extras.insert(
+            "slo_verdicts".into(),
+            json!(verdicts(&res.summary, &planned.slos)),
+        );
+        extras.insert("smoke".into(), json!(res.run.smoke));
+        extras.insert("interrupted".into(), json!(res.run.interrupted));
+        let result = result_json(&header, &case.params, &res.summary, false, extras);
+        if repeats > 1 {
+            let path = dir.join(format!("{}.rep{rep}.json", case.id));
+            if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {
+                return (None, Some(format!("cannot write {}: {e}", path.display())));
+            }
+        }
+        results.push(result);
+    }
+    let result = if results.len() == 1 {
+        results.pop().expect("one result")
+    } else {
+        resume::mean_of(&results)
+    };
+    let path = dir.join(format!("{}.json", case.id));
+    match write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {
+        Ok(()) => (Some(result), None),
+        Err(e) => (None, Some(format!("cannot write {}: {e}", path.display()))),
+    }
 }
 
 async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
@@ -58,30 +146,56 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
         .results_dir
         .clone()
         .unwrap_or_else(|| plan.execution.results_dir.clone());
-    let dir = base
-        .join("batch")
-        .join(format!("batch_{}", timefmt::stamp_underscore(started)));
+    let hash = plan_hash(planned);
+
+    // A resumed run keeps what its manifest says finished; everything else runs again.
+    let mut done: HashMap<String, Map<String, Value>> = HashMap::new();
+    let dir = match &settings.resume {
+        Some(d) => match resume::finished_cases(d, &hash) {
+            Ok(found) => {
+                eprintln!(
+                    "resuming {}: {} of {} cases already finished",
+                    d.display(),
+                    found.len(),
+                    planned.cases.len()
+                );
+                done = found;
+                d.clone()
+            }
+            Err(e) => {
+                eprintln!("error: cannot resume {}: {e}", d.display());
+                return exit::BAD_PLAN;
+            }
+        },
+        None => base
+            .join("batch")
+            .join(format!("batch_{}", timefmt::stamp_underscore(started))),
+    };
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!("error: cannot create {}: {e}", dir.display());
         return exit::RUNTIME;
     }
     eprintln!("results: {}", dir.display());
 
-    // Resolve every service first: a dead one stops the run before any case.
-    let mut resolved: HashMap<String, Resolved> = HashMap::new();
-    for name in planned.cases.iter().map(|c| c.service.clone()) {
-        if resolved.contains_key(&name) {
+    // Resolve every service that still has work: a dead one stops the run before any case.
+    let mut resolved: HashMap<String, Arc<Resolved>> = HashMap::new();
+    for case in planned.cases.iter().filter(|c| !done.contains_key(&c.id)) {
+        if resolved.contains_key(&case.service) {
             continue;
         }
-        match resolve(&plan.services[&name], false, None).await {
-            Ok(r) => {
-                resolved.insert(name, r);
-            }
+        let svc = &plan.services[&case.service];
+        let r = match resolve(svc, false, None).await {
+            Ok(r) => r,
             Err(e) => {
-                eprintln!("error: service `{name}`: {e}");
+                eprintln!("error: service `{}`: {e}", case.service);
                 return exit::RUNTIME;
             }
+        };
+        if let Err(e) = crate::commands::probe::check_model(&r, svc).await {
+            eprintln!("error: service `{}`: {e}", case.service);
+            return exit::RUNTIME;
         }
+        resolved.insert(case.service.clone(), Arc::new(r));
     }
     let services: Vec<ServiceView> = plan
         .services
@@ -108,125 +222,69 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
         .iter()
         .map(|c| serde_json::to_value(c).expect("case serialises"))
         .collect();
-    let writes = [
-        (
-            dir.join(format!("plan.{ext}")),
-            planned.source.text.clone().into_bytes(),
-        ),
-        (
-            dir.join("plan.resolved.json"),
-            json_bytes(&json!({"plan": plan, "cases": cases_json})),
-        ),
-    ];
-    for (path, bytes) in writes {
-        if let Err(e) = write_atomic(&path, &bytes) {
-            eprintln!("error: cannot write {}: {e}", path.display());
-            return exit::RUNTIME;
+    if settings.resume.is_none() {
+        let writes = [
+            (
+                dir.join(format!("plan.{ext}")),
+                planned.source.text.clone().into_bytes(),
+            ),
+            (
+                dir.join("plan.resolved.json"),
+                json_bytes(&json!({"plan": plan, "cases": cases_json})),
+            ),
+        ];
+        for (path, bytes) in writes {
+            if let Err(e) = write_atomic(&path, &bytes) {
+                eprintln!("error: cannot write {}: {e}", path.display());
+                return exit::RUNTIME;
+            }
         }
     }
-    let plan_hash = format!(
-        "{:016x}",
-        crate::planner::case::fnv1a64(planned.source.value.to_string().as_bytes())
-    );
     let mut manifest = json!({
-        "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"), "plan": plan.name, "plan_hash": plan_hash,
+        "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"), "plan": plan.name, "plan_hash": hash,
         "command": settings.command, "host": host(), "started": timefmt::iso(started), "finished": null,
         "services": services.iter().map(|s| (s.name.clone(), json!({"kind": s.kind, "base_url": s.base_url, "model": s.model}))).collect::<Map<String, Value>>(),
-        "cases": planned.cases.iter().map(|c| json!({"id": c.id, "service": c.service, "status": "pending"})).collect::<Vec<_>>(),
+        "cases": planned.cases.iter().map(|c| {
+            let finished = done.contains_key(&c.id);
+            json!({"id": c.id, "service": c.service, "status": if finished { "ok" } else { "pending" },
+                   "file": finished.then(|| format!("{}.json", c.id))})
+        }).collect::<Vec<_>>(),
     });
-    let write_manifest = |m: &Value| write_atomic(&dir.join("manifest.json"), &json_bytes(m));
-    if let Err(e) = write_manifest(&manifest) {
+    if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest)) {
         eprintln!("error: cannot write the manifest: {e}");
         return exit::RUNTIME;
     }
 
-    let total = planned.cases.len();
-    let mut views = Vec::with_capacity(total);
-    let mut rows = Vec::with_capacity(total);
-    let mut runtime_error = false;
-    for (i, case) in planned.cases.iter().enumerate() {
-        if i > 0 && plan.execution.cooldown.0.as_nanos() > 0 {
-            tokio::time::sleep(plan.execution.cooldown.0).await;
-        }
-        eprintln!("[{}/{total}] {}", i + 1, case.id);
-        let svc = &plan.services[&case.service];
-        let r = &resolved[&case.service];
-        let opts = RunOptions {
-            progress: settings.progress,
-            ..RunOptions::default()
-        };
-        let outcome = match plan.execution.timeout {
-            Some(t) => tokio::time::timeout(t.0, execute(r, svc, &case.params, &opts))
-                .await
-                .unwrap_or_else(|_| Err(format!("the case did not finish within {t}"))),
-            None => execute(r, svc, &case.params, &opts).await,
-        };
-        let (summary, error): (Option<Summary>, Option<String>) = match outcome {
-            Ok(res) => {
-                let header = Header {
-                    date: timefmt::stamp_dash(SystemTime::now()),
-                    label: Some(case.id.clone()),
-                    model_id: r.model.clone(),
-                    tokenizer_id: Some(r.tokenizer_id.clone()),
-                };
-                let view = case_view(case, Some(&res.summary), None, &planned.slos);
-                let mut extras = Map::new();
-                extras.insert("case_id".into(), json!(case.id));
-                extras.insert("service".into(), json!(case.service));
-                extras.insert(
-                    "params".into(),
-                    serde_json::to_value(&case.params).expect("params serialise"),
-                );
-                extras.insert("slo_verdicts".into(), json!(view.verdicts));
-                extras.insert("smoke".into(), json!(res.run.smoke));
-                extras.insert("interrupted".into(), json!(res.run.interrupted));
-                let result = result_json(&header, &case.params, &res.summary, false, extras);
-                if let Err(e) = write_atomic(
-                    &dir.join(format!("{}.json", case.id)),
-                    &json_bytes(&Value::Object(result.clone())),
-                ) {
-                    eprintln!("error: cannot write the result of {}: {e}", case.id);
-                    return exit::RUNTIME;
-                }
-                rows.push(Row {
-                    id: case.id.clone(),
-                    service: case.service.clone(),
-                    status: "ok".into(),
-                    result: Some(result),
-                });
-                (Some(res.summary), None)
-            }
-            Err(e) => {
-                eprintln!("  case failed: {e}");
-                runtime_error = true;
-                rows.push(Row {
-                    id: case.id.clone(),
-                    service: case.service.clone(),
-                    status: "failed".into(),
-                    result: None,
-                });
-                (None, Some(e))
-            }
-        };
-        let view = case_view(case, summary.as_ref(), error.clone(), &planned.slos);
-        manifest["cases"][i] = json!({
-            "id": case.id, "service": case.service, "status": view.status, "file": summary.as_ref().map(|_| format!("{}.json", case.id)),
-            "error": error, "slo_pass": view.slo_pass,
-        });
-        if let Err(e) = write_manifest(&manifest) {
-            eprintln!("error: cannot write the manifest: {e}");
-            return exit::RUNTIME;
-        }
-        views.push(view);
-        if error.is_some() && !plan.execution.continue_on_error {
-            eprintln!("stopping: continue_on_error is off");
-            break;
-        }
-    }
+    let outcomes = parallel::run_all(
+        planned,
+        &resolved,
+        &done,
+        &dir,
+        settings.progress,
+        &mut manifest,
+    )
+    .await;
 
     let finished = SystemTime::now();
     manifest["finished"] = json!(timefmt::iso(finished));
-    let _ = write_manifest(&manifest);
+    let _ = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest));
+    let mut views = Vec::new();
+    let mut rows = Vec::new();
+    let mut runtime_error = false;
+    for (case, (result, error)) in planned.cases.iter().zip(outcomes) {
+        runtime_error |= error.is_some();
+        views.push(case_view(&case.id, &case.service, result.as_ref(), error));
+        rows.push(Row {
+            id: case.id.clone(),
+            service: case.service.clone(),
+            status: if result.is_some() {
+                "ok".into()
+            } else {
+                "failed".into()
+            },
+            result,
+        });
+    }
     let slo_failures = views.iter().filter(|v| v.slo_pass == Some(false)).count();
     let (recommendation, no_recommendation) = match recommend(&views, !planned.slos.is_empty()) {
         Ok(r) => (Some(r), None),
@@ -254,30 +312,65 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
         recommendation,
         no_recommendation,
         slo_failures,
+        comparison: None,
     };
+    let mut report = report;
+    let mut regression = false;
+    if let Some(b) = &plan.report.baseline {
+        if b.is_dir() {
+            match crate::report::compare::compare_dirs(b, &dir, &plan.report) {
+                Ok(c) => {
+                    regression = c.regressions > 0;
+                    report.comparison = Some(c);
+                }
+                Err(e) => eprintln!("warning: cannot compare with baseline {}: {e}", b.display()),
+            }
+        } else {
+            eprintln!(
+                "warning: baseline {} does not exist yet; no comparison this time",
+                b.display()
+            );
+        }
+    }
     let code = write_reports(&dir, &report, &rows, settings, &planned.source.dir);
     if code != exit::OK {
         return code;
+    }
+    if let Some(path) = &settings.junit {
+        if let Err(e) = write_atomic(path, crate::report::junit::junit_xml(&report).as_bytes()) {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return exit::RUNTIME;
+        }
+    }
+    // The newest run, for `baseline = "bench_results/batch/latest"`.
+    let latest = dir.parent().map(|p| p.join("latest"));
+    if let (Some(latest), Some(name)) = (latest, dir.file_name()) {
+        let _ = std::fs::remove_file(&latest);
+        #[cfg(unix)]
+        let _ = std::os::unix::fs::symlink(name, &latest);
     }
     eprintln!("report: {}", dir.join("report.md").display());
     if runtime_error {
         exit::RUNTIME
     } else if slo_failures > 0 {
         exit::SLO_VIOLATED
+    } else if regression {
+        exit::REGRESSION
     } else {
         exit::OK
     }
 }
 
-fn write_reports(
+/// Renders report.md (the plan's or the built-in template) and summary.csv into `dir`,
+/// prints the markdown, and appends it to $GITHUB_STEP_SUMMARY when that is set.
+pub fn write_reports(
     dir: &Path,
     report: &ReportView,
     rows: &[Row],
     settings: &RunSettings,
     plan_dir: &Path,
 ) -> u8 {
-    let template = settings.template.clone();
-    let (name, source) = match &template {
+    let (name, source) = match &settings.template {
         Some(p) => {
             let p = if p.is_absolute() || p.exists() {
                 p.clone()
@@ -318,6 +411,12 @@ fn write_reports(
         if let Err(e) = write_atomic(&dir.join(file), bytes) {
             eprintln!("error: cannot write {file}: {e}");
             return exit::RUNTIME;
+        }
+    }
+    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
+        if let Err(e) = crate::results::write::append_json_line(Path::new(&summary), md.as_bytes())
+        {
+            eprintln!("warning: cannot append to $GITHUB_STEP_SUMMARY: {e}");
         }
     }
     println!("{md}");

@@ -81,6 +81,28 @@ impl Backend {
     }
 }
 
+/// The backend names on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendArg {
+    Vllm,
+    Openai,
+    OpenaiChat,
+    OpenaiEmbeddings,
+    VllmRerank,
+}
+
+impl From<BackendArg> for Backend {
+    fn from(b: BackendArg) -> Backend {
+        match b {
+            BackendArg::Vllm => Backend::Vllm,
+            BackendArg::Openai => Backend::Openai,
+            BackendArg::OpenaiChat => Backend::OpenaiChat,
+            BackendArg::OpenaiEmbeddings => Backend::OpenaiEmbeddings,
+            BackendArg::VllmRerank => Backend::VllmRerank,
+        }
+    }
+}
+
 /// The per-request latency metrics that get mean/median/std/percentiles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -3,9 +3,9 @@
 
 use serde::Serialize;
 
+use serde_json::{Map, Value};
+
 use crate::metrics::summary::Summary;
-use crate::plan::Metric;
-use crate::planner::Case;
 use crate::slo::{Slo, Verdict};
 
 #[derive(Debug, Clone, Serialize)]
@@ -68,37 +68,34 @@ pub struct ReportView {
     pub no_recommendation: Option<String>,
     pub failed_cases: Vec<CaseView>,
     pub slo_failures: usize,
+    /// The comparison with the plan's baseline, when there is one.
+    pub comparison: Option<super::compare::Comparison>,
 }
 
-fn p99(s: &Summary, m: Metric) -> Option<f64> {
-    s.stat(m).and_then(|st| {
-        st.percentiles
-            .iter()
-            .find(|(q, _)| *q == 99.0)
-            .map(|(_, v)| *v)
-    })
+fn num(r: &Map<String, Value>, key: &str) -> Option<f64> {
+    r.get(key).and_then(Value::as_f64)
 }
 
-/// The view of one case: its summary when it ran, its error when it did not.
+/// The view of one case, from its result JSON (benchplan's or a plain `vllm bench
+/// serve` result); `result` is None when the case failed with `error`.
 pub fn case_view(
-    case: &Case,
-    summary: Option<&Summary>,
+    id: &str,
+    service: &str,
+    result: Option<&Map<String, Value>>,
     error: Option<String>,
-    slos: &[(Slo, String)],
 ) -> CaseView {
-    let p = &case.params;
     let mut v = CaseView {
-        id: case.id.clone(),
-        service: case.service.clone(),
-        status: if summary.is_some() {
+        id: id.to_string(),
+        service: service.to_string(),
+        status: if result.is_some() {
             "ok".into()
         } else {
             "failed".into()
         },
         error,
-        concurrency: p.max_concurrency,
-        rate: p.request_rate.to_string(),
-        prompts: p.num_prompts,
+        concurrency: None,
+        rate: "-".into(),
+        prompts: 0,
         completed: 0,
         failed: 0,
         req_s: None,
@@ -114,30 +111,51 @@ pub fn case_view(
         verdicts: Vec::new(),
         slo_pass: None,
     };
-    if let Some(s) = summary {
-        v.completed = s.completed;
-        v.failed = s.failed;
-        v.req_s = Some(s.request_throughput);
-        v.out_tok_s = (!s.pooling).then_some(s.output_throughput);
-        v.ttft_mean = s.stat(Metric::Ttft).map(|x| x.mean);
-        v.ttft_p99 = p99(s, Metric::Ttft);
-        v.tpot_mean = s.stat(Metric::Tpot).map(|x| x.mean);
-        v.tpot_p99 = p99(s, Metric::Tpot);
-        v.itl_p99 = p99(s, Metric::Itl);
-        v.e2el_p99 = p99(s, Metric::E2el);
-        v.success_pct = Some(s.success_rate());
-        v.errors = s
-            .errors_by_kind
-            .iter()
-            .map(|(k, n)| format!("{k}: {n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        v.verdicts = slos.iter().map(|(slo, _)| slo.judge(s)).collect();
-        if !slos.is_empty() {
-            v.slo_pass = Some(v.verdicts.iter().all(|x| x.pass));
+    let Some(r) = result else { return v };
+    let b = r.get("benchplan").and_then(Value::as_object);
+    v.concurrency = r.get("max_concurrency").and_then(Value::as_u64);
+    v.rate = match r.get("request_rate") {
+        Some(Value::String(s)) => s.clone(),
+        Some(x) => x.to_string(),
+        None => "-".into(),
+    };
+    v.prompts = r.get("num_prompts").and_then(Value::as_u64).unwrap_or(0);
+    v.completed = r.get("completed").and_then(Value::as_u64).unwrap_or(0);
+    v.failed = r.get("failed").and_then(Value::as_u64).unwrap_or(0);
+    v.req_s = num(r, "request_throughput");
+    v.out_tok_s = num(r, "output_throughput");
+    v.ttft_mean = num(r, "mean_ttft_ms");
+    v.ttft_p99 = num(r, "p99_ttft_ms");
+    v.tpot_mean = num(r, "mean_tpot_ms");
+    v.tpot_p99 = num(r, "p99_tpot_ms");
+    v.itl_p99 = num(r, "p99_itl_ms");
+    v.e2el_p99 = num(r, "p99_e2el_ms");
+    let total = v.completed + v.failed;
+    v.success_pct = b
+        .and_then(|b| b.get("success_rate"))
+        .and_then(Value::as_f64)
+        .or_else(|| (total > 0).then(|| v.completed as f64 / total as f64 * 100.0));
+    if let Some(b) = b {
+        if let Some(e) = b.get("errors_by_kind").and_then(Value::as_object) {
+            v.errors = e
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+        }
+        if let Some(list) = b.get("slo_verdicts") {
+            v.verdicts = serde_json::from_value(list.clone()).unwrap_or_default();
+            if !v.verdicts.is_empty() {
+                v.slo_pass = Some(v.verdicts.iter().all(|x| x.pass));
+            }
         }
     }
     v
+}
+
+/// Every SLO judged on a summary.
+pub fn verdicts(summary: &Summary, slos: &[(Slo, String)]) -> Vec<Verdict> {
+    slos.iter().map(|(slo, _)| slo.judge(summary)).collect()
 }
 
 /// The best case that meets every SLO: highest output throughput (request throughput for pooling).

@@ -23,6 +23,13 @@ fn batch_dir(results: &Path) -> PathBuf {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&batch)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("batch_")
+        })
         .collect();
     dirs.sort();
     dirs.pop().expect("one batch folder")
@@ -267,4 +274,326 @@ fn dry_run_prints_lengths_and_sends_nothing() {
     let text = stdout(&out);
     assert_eq!(text.lines().count(), 7, "{text}");
     assert!(text.contains("sim-in128-out512-c4-"), "{text}");
+}
+
+fn sim_plan(itl: &str, extra: &str) -> String {
+    format!(
+        "name = \"cmp\"\n[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"{itl}\", prefill_overhead = \"5ms\" }}\n\
+         [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 8 }}\nnum_prompts = 30\nmetric_percentiles = [50, 99]\n\
+         [matrix]\nmax_concurrency = [2, 4]\n{extra}"
+    )
+}
+
+#[test]
+fn compare_flags_a_slower_service_and_the_plan_baseline_exits_4() {
+    let dir = temp("cmp");
+    let results = dir.join("r");
+    let base_plan = write_plan(&dir, &sim_plan("10ms", ""));
+    let out = benchplan(&[
+        "run",
+        &base_plan,
+        "--results-dir",
+        results.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let base = batch_dir(&results);
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // a new batch folder name
+    // 20% slower decoding, compared against the baseline named in the plan.
+    let latest = results.join("batch/latest");
+    assert!(latest.exists(), "the newest run is linked as batch/latest");
+    let extra = format!(
+        "[report]\nbaseline = \"{}\"\nregression_threshold = \"5%\"\n",
+        base.display()
+    );
+    let slow_plan = write_plan(&dir, &sim_plan("12ms", &extra));
+    let out = benchplan(&[
+        "run",
+        &slow_plan,
+        "--results-dir",
+        results.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let cand = batch_dir(&results);
+    assert_ne!(base, cand);
+    let report = std::fs::read_to_string(cand.join("report.md")).unwrap();
+    assert!(
+        report.contains("## Comparison with the baseline") && report.contains("REGRESSION"),
+        "{report}"
+    );
+
+    let out = benchplan(&["compare", base.to_str().unwrap(), cand.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let table = stdout(&out);
+    assert!(
+        table.contains("| mean_tpot_ms |") && table.contains("REGRESSION"),
+        "{table}"
+    );
+    let out = benchplan(&[
+        "compare",
+        base.to_str().unwrap(),
+        cand.to_str().unwrap(),
+        "--threshold",
+        "50%",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_killed_run_resumes_to_the_same_set_of_results() {
+    let dir = temp("resume");
+    let plan = write_plan(
+        &dir,
+        &sim_plan("10ms", "").replace(
+            "max_concurrency = [2, 4]",
+            "max_concurrency = [1, 2, 3, 4, 5, 6]",
+        ),
+    );
+    let results = dir.join("r");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args([
+            "run",
+            &plan,
+            "--results-dir",
+            results.to_str().unwrap(),
+            "--quiet",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Each case takes a few hundred ms: kill once at least one has finished.
+    let started = std::time::Instant::now();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let finished = std::fs::read_dir(&results.join("batch"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| {
+                std::fs::read_dir(e.path())
+                    .unwrap()
+                    .filter(|f| {
+                        f.as_ref()
+                            .unwrap()
+                            .file_name()
+                            .to_str()
+                            .unwrap()
+                            .starts_with("s-c")
+                    })
+                    .count()
+            });
+        if finished.unwrap_or(0) >= 1 || started.elapsed().as_secs() > 20 {
+            break;
+        }
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let b = batch_dir(&results);
+    let before: Vec<String> = std::fs::read_dir(&b)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("s-c"))
+        .collect();
+    assert!(
+        !before.is_empty() && before.len() < 6,
+        "killed mid-run: {before:?}"
+    );
+    let out = benchplan(&["run", &plan, "--resume", b.to_str().unwrap(), "--quiet"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{} of 6 cases already finished", before.len())),
+        "{}",
+        stderr(&out)
+    );
+    let mut after: Vec<String> = std::fs::read_dir(&b)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("s-c"))
+        .collect();
+    after.sort();
+    let out = benchplan(&["cases", &plan, "--json"]);
+    let mut want: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&stdout(&out))
+        .unwrap()
+        .iter()
+        .map(|c| format!("{}.json", c["id"].as_str().unwrap()))
+        .collect();
+    want.sort();
+    assert_eq!(
+        after, want,
+        "the same set of case results as an uninterrupted run"
+    );
+    // A changed plan is refused.
+    let changed = write_plan(
+        &dir,
+        &sim_plan("10ms", "").replace("num_prompts = 30", "num_prompts = 31"),
+    );
+    let out = benchplan(&["run", &changed, "--resume", b.to_str().unwrap(), "--quiet"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("the plan changed since that run"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn junit_repeats_parallel_and_report_rerendering() {
+    let dir = temp("junit");
+    let text = format!(
+        "{}\n[execution]\nrepeats = 2\nparallel = 2\n",
+        TWO_SIMS
+            .replace("p99_ttft = \"<= 2s\"", "mean_tpot = \"<= 1.5ms\"")
+            .replace("num_prompts = 100", "num_prompts = 20")
+    );
+    let plan = write_plan(&dir, &text);
+    let junit = dir.join("junit.xml");
+    let out = benchplan(&[
+        "run",
+        &plan,
+        "--results-dir",
+        dir.join("r").to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(
+        xml.matches("<testcase ").count(),
+        8,
+        "4 cases x 2 SLOs: {xml}"
+    );
+    assert!(
+        xml.contains("failures=\"2\"")
+            && xml.contains("observed")
+            && xml.contains("vs target &lt;= 1.5ms"),
+        "{xml}"
+    );
+    let b = batch_dir(&dir.join("r"));
+    let reps = std::fs::read_dir(&b)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_str()
+                .unwrap()
+                .contains(".rep")
+        })
+        .count();
+    assert_eq!(reps, 8);
+    let one = std::fs::read_dir(&b)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("a-c1-")
+                && !p.to_str().unwrap().contains(".rep")
+        })
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(one).unwrap()).unwrap();
+    assert_eq!(v["benchplan"]["repeats"]["count"], 2);
+    assert!(v["benchplan"]["repeats"]["spread_pct"]["mean_ttft_ms"].is_number());
+    // `report` re-renders the same folder.
+    let first = std::fs::read_to_string(b.join("report.md")).unwrap();
+    let out = benchplan(&["report", b.to_str().unwrap(), "--format", "csv"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).lines().count(), 5);
+    let out = benchplan(&["report", b.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let again = stdout(&out);
+    for line in first
+        .lines()
+        .filter(|l| l.starts_with("| a-") || l.starts_with("| b-"))
+    {
+        assert!(
+            again.contains(line),
+            "missing {line} in the re-rendered report"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn report_reads_a_folder_of_vllm_results() {
+    let dir = temp("vllmdir");
+    for c in ["2", "4"] {
+        let out = benchplan(&[
+            "bench",
+            "--sim",
+            "fast",
+            "--num-prompts",
+            "20",
+            "--max-concurrency",
+            c,
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "4",
+            "--save-result",
+            "--result-dir",
+            dir.to_str().unwrap(),
+            "--result-filename",
+            &format!("c{c}.json"),
+            "--disable-tqdm",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    // A plain vLLM result has no `benchplan` block: its file name names the case.
+    let c2 = dir.join("c2.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&c2).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("benchplan");
+    std::fs::write(&c2, v.to_string()).unwrap();
+    let out = benchplan(&["report", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let md = stdout(&out);
+    assert!(
+        md.contains("| c2 | 2 | inf | 20 |") && md.contains("| 4 | inf | 20 |"),
+        "{md}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn probe_describes_a_service() {
+    use std::io::{BufRead, BufReader};
+    let mut sim = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args(["sim", "--port", "0", "--preset", "fast"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(sim.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_string();
+    let out = benchplan(&["probe", &url]);
+    let _ = sim.kill();
+    let _ = sim.wait();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("benchplan-sim (root benchplan-sim, max_model_len"),
+        "{text}"
+    );
+    assert!(
+        text.contains("/v1/chat/completions ok: TTFT") && text.contains("usage in stream: yes"),
+        "{text}"
+    );
+    assert!(text.contains("/v1/embeddings ok"), "{text}");
+    let out = benchplan(&["probe", "http://127.0.0.1:9"]);
+    assert_eq!(out.status.code(), Some(1));
 }

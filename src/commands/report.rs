@@ -1,0 +1,196 @@
+//! `benchplan report DIR` and `benchplan compare BASE CAND`: reading finished runs.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::cli::exit;
+use crate::executor::{RunSettings, write_reports};
+use crate::plan::Report;
+use crate::plan::units::{Percent, parse_percent};
+use crate::report::compare::{compare_dirs, load_results, markdown};
+use crate::report::csv::Row;
+use crate::report::view::{ReportView, case_view, recommend};
+
+/// The view of a folder: its manifest's order and failures when it has one.
+fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
+    let results = load_results(dir)?;
+    let manifest: Value = std::fs::read_to_string(dir.join("manifest.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let mut views = Vec::new();
+    let mut rows = Vec::new();
+    let listed: Vec<(String, String, Option<String>)> = match manifest["cases"].as_array() {
+        Some(cases) => cases
+            .iter()
+            .map(|c| {
+                (
+                    c["id"].as_str().unwrap_or("").to_string(),
+                    c["service"].as_str().unwrap_or("").to_string(),
+                    c["error"].as_str().map(str::to_string),
+                )
+            })
+            .collect(),
+        None => results
+            .iter()
+            .map(|(id, r)| {
+                (
+                    id.clone(),
+                    r.get("model_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    None,
+                )
+            })
+            .collect(),
+    };
+    if listed.is_empty() {
+        return Err(format!("{} holds no result files", dir.display()));
+    }
+    for (id, service, error) in listed {
+        let r = results.get(&id);
+        let error = if r.is_none() {
+            Some(error.unwrap_or_else(|| "no result file".into()))
+        } else {
+            None
+        };
+        views.push(case_view(&id, &service, r, error));
+        rows.push(Row {
+            id: id.clone(),
+            service,
+            status: if r.is_some() {
+                "ok".into()
+            } else {
+                "failed".into()
+            },
+            result: r.cloned(),
+        });
+    }
+    let have_slos = views.iter().any(|v| v.slo_pass.is_some());
+    let slos: Vec<String> =
+        views
+            .iter()
+            .find(|v| !v.verdicts.is_empty())
+            .map_or_else(Vec::new, |v| {
+                v.verdicts
+                    .iter()
+                    .map(|x| format!("{} {}", x.key, x.target))
+                    .collect()
+            });
+    let (recommendation, no_recommendation) = match recommend(&views, have_slos) {
+        Ok(r) => (Some(r), None),
+        Err(e) => (None, Some(e)),
+    };
+    let s = |k: &str| manifest[k].as_str().unwrap_or("").to_string();
+    let view = ReportView {
+        plan: manifest["plan"].as_str().map_or_else(
+            || {
+                dir.file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or("results")
+                    .to_string()
+            },
+            str::to_string,
+        ),
+        description: None,
+        started: s("started"),
+        finished: s("finished"),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        command: s("command"),
+        services: Vec::new(),
+        slos,
+        failed_cases: views
+            .iter()
+            .filter(|v| v.status == "failed")
+            .cloned()
+            .collect(),
+        slo_failures: views.iter().filter(|v| v.slo_pass == Some(false)).count(),
+        cases: views,
+        recommendation,
+        no_recommendation,
+        comparison: None,
+    };
+    Ok((view, rows))
+}
+
+pub fn run(dir: &Path, template: Option<PathBuf>, format: &str) -> u8 {
+    let (view, rows) = match view_of(dir) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::BAD_PLAN;
+        }
+    };
+    match format {
+        "json" => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&view).expect("view serialises")
+            );
+            exit::OK
+        }
+        "csv" => match crate::report::csv::summary_csv(&rows) {
+            Ok(c) => {
+                print!("{c}");
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                exit::RUNTIME
+            }
+        },
+        "md" => {
+            let settings = RunSettings {
+                template,
+                ..RunSettings::default()
+            };
+            write_reports(dir, &view, &rows, &settings, Path::new("."))
+        }
+        other => {
+            eprintln!("error: unknown --format `{other}`; use md, csv or json");
+            exit::BAD_PLAN
+        }
+    }
+}
+
+pub fn compare(base: &Path, cand: &Path, threshold: &str, per_metric: &[String]) -> u8 {
+    let mut cfg = Report::default();
+    match parse_percent(threshold) {
+        Ok(t) => cfg.regression_threshold = Percent(t),
+        Err(e) => {
+            eprintln!("error: --threshold: {e}");
+            return exit::BAD_PLAN;
+        }
+    }
+    for m in per_metric {
+        let Some((k, v)) = m.split_once('=') else {
+            eprintln!("error: --metric-threshold `{m}` is not KEY=PCT");
+            return exit::BAD_PLAN;
+        };
+        match parse_percent(v) {
+            Ok(t) => {
+                cfg.thresholds.insert(k.trim().to_string(), Percent(t));
+            }
+            Err(e) => {
+                eprintln!("error: --metric-threshold {k}: {e}");
+                return exit::BAD_PLAN;
+            }
+        }
+    }
+    match compare_dirs(base, cand, &cfg) {
+        Ok(c) => {
+            print!("{}", markdown(&c));
+            if c.regressions > 0 {
+                exit::REGRESSION
+            } else {
+                exit::OK
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::RUNTIME
+        }
+    }
+}

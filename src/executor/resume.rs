@@ -1,0 +1,84 @@
+//! Resume and repeats: what an earlier run finished, and the mean of repeated runs.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+/// The finished cases of a run folder (by case id, with their results), after checking
+/// that the folder's plan is the current plan.
+pub fn finished_cases(
+    dir: &Path,
+    plan_hash: &str,
+) -> Result<HashMap<String, Map<String, Value>>, String> {
+    let text = std::fs::read_to_string(dir.join("manifest.json"))
+        .map_err(|e| format!("no manifest.json there ({e})"))?;
+    let manifest: Value =
+        serde_json::from_str(&text).map_err(|e| format!("manifest.json is not JSON: {e}"))?;
+    let theirs = manifest
+        .get("plan_hash")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if theirs != plan_hash {
+        return Err(format!(
+            "the plan changed since that run (its cases hash to {theirs}, the plan's now to {plan_hash}); resuming would mix two different plans, so start a new run"
+        ));
+    }
+    let mut out = HashMap::new();
+    for c in manifest
+        .get("cases")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let (Some(id), Some("ok"), Some(file)) = (
+            c.get("id").and_then(Value::as_str),
+            c.get("status").and_then(Value::as_str),
+            c.get("file").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        // A case counts only if its result file is whole (files are renamed into place complete).
+        if let Ok(t) = std::fs::read_to_string(dir.join(file)) {
+            if let Ok(Value::Object(r)) = serde_json::from_str::<Value>(&t) {
+                out.insert(id.to_string(), r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The mean of repeated results: numeric top-level keys averaged, the first result's
+/// other keys kept, and each metric's spread (population std as % of the mean) under
+/// `benchplan.repeats`.
+pub fn mean_of(results: &[Map<String, Value>]) -> Map<String, Value> {
+    let mut out = results[0].clone();
+    let mut spread = Map::new();
+    for (k, v) in &results[0] {
+        if !v.is_number() {
+            continue;
+        }
+        let xs: Vec<f64> = results
+            .iter()
+            .filter_map(|r| r.get(k).and_then(Value::as_f64))
+            .collect();
+        if xs.len() != results.len() {
+            continue;
+        }
+        let m = crate::metrics::stats::mean(&xs);
+        out.insert(k.clone(), json!(m));
+        if m != 0.0 {
+            spread.insert(
+                k.clone(),
+                json!(crate::metrics::stats::std(&xs) / m.abs() * 100.0),
+            );
+        }
+    }
+    if let Some(Value::Object(b)) = out.get_mut("benchplan") {
+        b.insert(
+            "repeats".into(),
+            json!({"count": results.len(), "spread_pct": spread}),
+        );
+    }
+    out
+}

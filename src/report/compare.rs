@@ -1,0 +1,215 @@
+//! Comparing two runs: cases matched by id (else by their readable slug, when the
+//! parameters behind the hash changed), per-metric deltas, and regressions where
+//! throughput falls or latency rises by more than the threshold.
+
+use std::path::Path;
+
+use indexmap::IndexMap;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::plan::Report;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeltaRow {
+    pub case: String,
+    pub metric: String,
+    pub base: f64,
+    pub cand: f64,
+    pub delta_pct: f64,
+    pub threshold_pct: f64,
+    /// `higher` or `lower` is better.
+    pub better: &'static str,
+    pub regression: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub baseline: String,
+    pub candidate: String,
+    pub rows: Vec<DeltaRow>,
+    pub regressions: usize,
+    /// Candidate cases with no counterpart in the baseline.
+    pub unmatched: Vec<String>,
+}
+
+/// Result files of a run folder (benchplan's, or plain `vllm bench serve` results), by case id.
+pub fn load_results(dir: &Path) -> Result<IndexMap<String, Map<String, Value>>, String> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| {
+            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            !matches!(
+                n,
+                "manifest.json"
+                    | "plan.resolved.json"
+                    | "summary.json"
+                    | "optimization_report.json"
+            ) && !n.contains(".rep")
+        })
+        .collect();
+    files.sort();
+    let mut out = IndexMap::new();
+    for f in files {
+        let text =
+            std::fs::read_to_string(&f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+        // vLLM's --append-result files hold one object per line: take the last.
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        let v: Value = serde_json::from_str(&text)
+            .or_else(|_| serde_json::from_str(last))
+            .map_err(|e| format!("{} is not a result JSON: {e}", f.display()))?;
+        let Value::Object(m) = v else { continue };
+        let id = m
+            .get("benchplan")
+            .and_then(|b| b.get("case_id"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                f.file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("case")
+                    .to_string()
+            });
+        out.insert(id, m);
+    }
+    Ok(out)
+}
+
+/// The readable part of a case id (without its hash).
+fn slug(id: &str) -> &str {
+    match id.rsplit_once('-') {
+        Some((s, h)) if h.len() == 12 && h.chars().all(|c| c.is_ascii_hexdigit()) => s,
+        _ => id,
+    }
+}
+
+fn is_latency_key(k: &str) -> bool {
+    let Some(rest) = k.strip_suffix("_ms") else {
+        return false;
+    };
+    let Some((stat, metric)) = rest.rsplit_once('_') else {
+        return false;
+    };
+    matches!(metric, "ttft" | "tpot" | "itl" | "e2el")
+        && (stat == "mean"
+            || stat == "median"
+            || (stat.starts_with('p') && stat[1..].parse::<f64>().is_ok()))
+}
+
+const HIGHER_BETTER: [&str; 4] = [
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "request_goodput",
+];
+
+/// Compares the results of two folders with the plan's report thresholds.
+pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison, String> {
+    let b = load_results(base)?;
+    let c = load_results(cand)?;
+    let mut rows = Vec::new();
+    let mut unmatched = Vec::new();
+    for (id, cr) in &c {
+        let br = b.get(id).or_else(|| {
+            b.iter()
+                .find(|(bid, _)| slug(bid) == slug(id))
+                .map(|(_, r)| r)
+        });
+        let Some(br) = br else {
+            unmatched.push(id.clone());
+            continue;
+        };
+        for (k, cv) in cr {
+            let better = if HIGHER_BETTER.contains(&k.as_str()) {
+                "higher"
+            } else if is_latency_key(k) {
+                "lower"
+            } else {
+                continue;
+            };
+            let (Some(bv), Some(cv)) = (br.get(k).and_then(Value::as_f64), cv.as_f64()) else {
+                continue;
+            };
+            if bv == 0.0 {
+                continue;
+            }
+            let delta = (cv - bv) / bv;
+            let t = cfg
+                .thresholds
+                .get(k)
+                .map_or(cfg.regression_threshold.0, |p| p.0);
+            let regression = if better == "higher" {
+                delta < -t
+            } else {
+                delta > t
+            };
+            rows.push(DeltaRow {
+                case: id.clone(),
+                metric: k.clone(),
+                base: bv,
+                cand: cv,
+                delta_pct: delta * 100.0,
+                threshold_pct: t * 100.0,
+                better,
+                regression,
+            });
+        }
+    }
+    let regressions = rows.iter().filter(|r| r.regression).count();
+    Ok(Comparison {
+        baseline: base.display().to_string(),
+        candidate: cand.display().to_string(),
+        rows,
+        regressions,
+        unmatched,
+    })
+}
+
+/// The comparison as a markdown table.
+pub fn markdown(c: &Comparison) -> String {
+    let mut s = format!(
+        "Baseline `{}` vs `{}`: {} regression(s).\n\n",
+        c.baseline, c.candidate, c.regressions
+    );
+    s.push_str("| Case | Metric | Base | Candidate | Δ% | Threshold | Verdict |\n|---|---|---|---|---|---|---|\n");
+    for r in &c.rows {
+        s.push_str(&format!(
+            "| {} | {} | {:.2} | {:.2} | {:+.1}% | {}{:.1}% | {} |\n",
+            r.case,
+            r.metric,
+            r.base,
+            r.cand,
+            r.delta_pct,
+            if r.better == "higher" { "-" } else { "+" },
+            r.threshold_pct,
+            if r.regression { "REGRESSION" } else { "ok" }
+        ));
+    }
+    for u in &c.unmatched {
+        s.push_str(&format!("\nNo baseline for case `{u}`.\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_keys_and_slugs() {
+        assert!(
+            is_latency_key("p99_ttft_ms")
+                && is_latency_key("p99.9_itl_ms")
+                && is_latency_key("mean_e2el_ms")
+        );
+        assert!(!is_latency_key("std_ttft_ms") && !is_latency_key("duration"));
+        assert_eq!(slug("sim-c4-0123456789ab"), "sim-c4");
+        assert_eq!(slug("openai-chat-infqps"), "openai-chat-infqps");
+    }
+}

@@ -1,0 +1,54 @@
+//! JUnit XML for CI: one test case per case × SLO (failure: observed vs target), and
+//! one per case that could not run.
+
+use super::view::ReportView;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+pub fn junit_xml(r: &ReportView) -> String {
+    let mut cases = String::new();
+    let (mut tests, mut failures) = (0, 0);
+    for c in &r.cases {
+        if c.status != "ok" {
+            tests += 1;
+            failures += 1;
+            cases.push_str(&format!(
+                "  <testcase classname=\"{}\" name=\"run\"><failure message=\"{}\"/></testcase>\n",
+                esc(&c.id),
+                esc(c.error.as_deref().unwrap_or("failed"))
+            ));
+            continue;
+        }
+        for v in &c.verdicts {
+            tests += 1;
+            if v.pass {
+                cases.push_str(&format!(
+                    "  <testcase classname=\"{}\" name=\"{}\"/>\n",
+                    esc(&c.id),
+                    esc(&v.key)
+                ));
+            } else {
+                failures += 1;
+                let observed = v
+                    .actual
+                    .map_or("missing".to_string(), |a| format!("{a:.2}{}", v.unit));
+                cases.push_str(&format!(
+                    "  <testcase classname=\"{}\" name=\"{}\"><failure message=\"observed {} vs target {}\"/></testcase>\n",
+                    esc(&c.id),
+                    esc(&v.key),
+                    esc(&observed),
+                    esc(&v.target)
+                ));
+            }
+        }
+    }
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"benchplan {}\" tests=\"{tests}\" failures=\"{failures}\">\n{cases}</testsuite>\n",
+        esc(&r.plan)
+    )
+}

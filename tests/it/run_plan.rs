@@ -368,7 +368,7 @@ fn a_killed_run_resumes_to_the_same_set_of_results() {
     let started = std::time::Instant::now();
     loop {
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let finished = std::fs::read_dir(&results.join("batch"))
+        let finished = std::fs::read_dir(results.join("batch"))
             .ok()
             .and_then(|mut d| d.next())
             .and_then(|e| e.ok())

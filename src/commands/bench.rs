@@ -373,6 +373,17 @@ impl BenchArgs {
     }
 }
 
+/// `bench_{model_short}_{dataset}_{backend}_{YYYYMMDD_HHMMSS}.json` in bench_results/single/.
+fn single_name(h: &Header, p: &CaseParams, started: SystemTime) -> String {
+    let model = h.model_id.rsplit('/').next().unwrap_or(&h.model_id);
+    format!(
+        "bench_{model}_{}_{}_{}.json",
+        p.dataset.name(),
+        p.backend().name(),
+        crate::timefmt::stamp_underscore(started)
+    )
+}
+
 /// The command line as run, with header values hidden (they may hold keys).
 fn redacted_command() -> String {
     let mut out = Vec::new();
@@ -552,8 +563,14 @@ pub fn run(args: &BenchArgs) -> u8 {
             extras.insert("command".into(), json!(redacted_command()));
             extras.insert("params".into(), serde_json::to_value(&case.params).expect("params serialise"));
             let json = result_json(&header, &case.params, &result.summary, args.save_detailed, extras);
-            let name = args.result_filename.clone().unwrap_or_else(|| vllm_file_name(&header, &case.params));
-            let path = args.result_dir.clone().unwrap_or_default().join(name);
+            // With --result-dir or --result-filename, vLLM's names and places; without, the results tree.
+            let path = match (&args.result_dir, &args.result_filename) {
+                (None, None) => PathBuf::from("bench_results").join("single").join(single_name(&header, &case.params, started)),
+                (dir, name) => dir
+                    .clone()
+                    .unwrap_or_default()
+                    .join(name.clone().unwrap_or_else(|| vllm_file_name(&header, &case.params))),
+            };
             let bytes = serde_json::to_vec(&Value::Object(json)).expect("result serialises");
             let written = if args.append_result { append_json_line(&path, &bytes) } else { write_atomic(&path, &bytes) };
             match written {

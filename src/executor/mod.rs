@@ -175,7 +175,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
         eprintln!("error: cannot create {}: {e}", dir.display());
         return exit::RUNTIME;
     }
-    eprintln!("results: {}", dir.display());
+    parallel::log(&dir, &format!("results: {}", dir.display()));
 
     // Resolve every service that still has work: a dead one stops the run before any case.
     let mut resolved: HashMap<String, Arc<Resolved>> = HashMap::new();
@@ -196,6 +196,25 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
             return exit::RUNTIME;
         }
         resolved.insert(case.service.clone(), Arc::new(r));
+    }
+    // Each service's identity as it reports it: /version where served.
+    let mut versions: HashMap<String, Value> = HashMap::new();
+    for (name, r) in &resolved {
+        let v = r
+            .client
+            .get(format!("{}/version", r.base_url))
+            .headers(r.headers.clone())
+            .timeout(std::time::Duration::from_secs(10))
+            .send()
+            .await
+            .ok()
+            .filter(|resp| resp.status().is_success());
+        let v = match v {
+            Some(resp) => serde_json::from_slice(&resp.bytes().await.unwrap_or_default())
+                .unwrap_or(Value::Null),
+            None => Value::Null,
+        };
+        versions.insert(name.clone(), v);
     }
     let services: Vec<ServiceView> = plan
         .services
@@ -243,7 +262,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
     let mut manifest = json!({
         "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"), "plan": plan.name, "plan_hash": hash,
         "command": settings.command, "host": host(), "started": timefmt::iso(started), "finished": null,
-        "services": services.iter().map(|s| (s.name.clone(), json!({"kind": s.kind, "base_url": s.base_url, "model": s.model}))).collect::<Map<String, Value>>(),
+        "services": services.iter().map(|s| (s.name.clone(), json!({"kind": s.kind, "base_url": s.base_url, "model": s.model, "version": versions.get(&s.name)}))).collect::<Map<String, Value>>(),
         "cases": planned.cases.iter().map(|c| {
             let finished = done.contains_key(&c.id);
             json!({"id": c.id, "service": c.service, "status": if finished { "ok" } else { "pending" },

@@ -13,6 +13,34 @@ use crate::load::target::Resolved;
 use crate::planner::Planned;
 use crate::results::write::write_atomic;
 
+/// `1h02m`, `3m20s`, `12s`.
+fn hms(secs: f64) -> String {
+    let s = secs.round() as u64;
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
+}
+
+/// Prints a progress line and appends it to bench_results/logs/<run folder>.log.
+pub fn log(dir: &Path, line: &str) {
+    eprintln!("{line}");
+    let (Some(batch), Some(name)) = (dir.parent().and_then(Path::parent), dir.file_name()) else {
+        return;
+    };
+    let logs = batch.join("logs");
+    if std::fs::create_dir_all(&logs).is_ok() {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(logs.join(format!("{}.log", name.to_string_lossy())))
+        {
+            let _ = std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes());
+        }
+    }
+}
+
 fn record(manifest: &mut Value, i: usize, id: &str, service: &str, o: &CaseOutcome, dir: &Path) {
     let slo_pass =
         o.0.as_ref()
@@ -48,15 +76,26 @@ pub async fn run_all(
     let todo: Vec<usize> = (0..total).filter(|i| out[*i].is_none()).collect();
 
     if ex.parallel <= 1 {
+        let t0 = std::time::Instant::now();
         for (n, &i) in todo.iter().enumerate() {
             let case = &planned.cases[i];
             if n > 0 && !ex.cooldown.0.is_zero() {
                 tokio::time::sleep(ex.cooldown.0).await;
             }
-            eprintln!("[{}/{total}] {}", i + 1, case.id);
+            let eta =
+                (n > 0).then(|| t0.elapsed().as_secs_f64() / n as f64 * (todo.len() - n) as f64);
+            log(
+                dir,
+                &format!(
+                    "[{}/{total}] {}{}",
+                    i + 1,
+                    case.id,
+                    eta.map_or_else(String::new, |s| format!(" (ETA {})", hms(s)))
+                ),
+            );
             let o = run_case(planned, case, &resolved[&case.service], dir, progress).await;
             if let Some(e) = &o.1 {
-                eprintln!("  case failed: {e}");
+                log(dir, &format!("  case failed: {e}"));
             }
             record(manifest, i, &case.id, &case.service, &o, dir);
             let failed = o.1.is_some();
@@ -89,7 +128,10 @@ pub async fn run_all(
                 let i = pending.remove(pos);
                 let case = planned.cases[i].clone();
                 busy.insert(case.service.clone());
-                eprintln!("[{}/{total}] {} (started)", i + 1, case.id);
+                log(
+                    &dir_owned,
+                    &format!("[{}/{total}] {} (started)", i + 1, case.id),
+                );
                 let (planned, r, dir) = (
                     planned.clone(),
                     resolved[&case.service].clone(),
@@ -107,7 +149,7 @@ pub async fn run_all(
             let case = &planned.cases[i];
             busy.remove(&case.service);
             if let Some(e) = &o.1 {
-                eprintln!("  case {} failed: {e}", case.id);
+                log(dir, &format!("  case {} failed: {e}", case.id));
                 stop |= !ex.continue_on_error;
             }
             record(manifest, i, &case.id, &case.service, &o, dir);

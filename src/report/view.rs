@@ -43,6 +43,10 @@ pub struct CaseView {
     pub verdicts: Vec<Verdict>,
     /// None when the plan has no SLOs or the case did not run.
     pub slo_pass: Option<bool>,
+    /// With execution.repeats > 1: how many runs the numbers average, and their spread.
+    pub repeats: Option<u64>,
+    /// `req/s ±1.2%, TTFT P99 ±4.0%` (population std as % of the mean).
+    pub spread: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -110,6 +114,8 @@ pub fn case_view(
         errors: String::new(),
         verdicts: Vec::new(),
         slo_pass: None,
+        repeats: None,
+        spread: None,
     };
     let Some(r) = result else { return v };
     let b = r.get("benchplan").and_then(Value::as_object);
@@ -142,6 +148,23 @@ pub fn case_view(
                 .map(|(k, n)| format!("{k}: {n}"))
                 .collect::<Vec<_>>()
                 .join(", ");
+        }
+        if let Some(rep) = b.get("repeats") {
+            v.repeats = rep.get("count").and_then(Value::as_u64);
+            let sp = |k: &str| {
+                rep.pointer(&format!("/spread_pct/{k}"))
+                    .and_then(Value::as_f64)
+            };
+            let parts: Vec<String> = [
+                ("req/s", "request_throughput"),
+                ("out tok/s", "output_throughput"),
+                ("TTFT P99", "p99_ttft_ms"),
+                ("TPOT P99", "p99_tpot_ms"),
+            ]
+            .iter()
+            .filter_map(|(label, k)| sp(k).map(|x| format!("{label} ±{x:.1}%")))
+            .collect();
+            v.spread = (!parts.is_empty()).then(|| parts.join(", "));
         }
         if let Some(list) = b.get("slo_verdicts") {
             v.verdicts = serde_json::from_value(list.clone()).unwrap_or_default();

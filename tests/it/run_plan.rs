@@ -597,3 +597,66 @@ fn probe_describes_a_service() {
     let out = benchplan(&["probe", "http://127.0.0.1:9"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// Replaces what changes from run to run: measured numbers, times, ports, paths.
+fn redact(md: &str) -> String {
+    let mut out = String::with_capacity(md.len());
+    for line in md.lines() {
+        let line = if line.starts_with("Run ") {
+            "Run [time] to [time] with benchplan [version].".to_string()
+        } else if line.contains("/benchplan run") || line.contains("benchplan run ") {
+            "[command]".to_string()
+        } else {
+            line.to_string()
+        };
+        // Ports of in-process simulators.
+        let line = match line.find("127.0.0.1:") {
+            Some(i) => {
+                let end = line[i + 10..]
+                    .find(|c: char| !c.is_ascii_digit())
+                    .map_or(line.len(), |e| i + 10 + e);
+                format!("{}127.0.0.1:[port]{}", &line[..i], &line[end..])
+            }
+            None => line,
+        };
+        // Decimal numbers (every measured value is printed with decimals).
+        let mut s = String::new();
+        let chars: Vec<char> = line.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            if chars[i].is_ascii_digit()
+                && (i == 0 || !chars[i - 1].is_ascii_alphanumeric() && chars[i - 1] != '-')
+            {
+                let start = i;
+                while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
+                    i += 1;
+                }
+                let num: String = chars[start..i].iter().collect();
+                s.push_str(if num.contains('.') { "[n]" } else { &num });
+            } else {
+                s.push(chars[i]);
+                i += 1;
+            }
+        }
+        out.push_str(&s);
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn the_default_report_matches_its_snapshot() {
+    let dir = temp("snap");
+    let plan = write_plan(&dir, TWO_SIMS);
+    let out = benchplan(&[
+        "run",
+        &plan,
+        "--results-dir",
+        dir.join("r").to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let md = std::fs::read_to_string(batch_dir(&dir.join("r")).join("report.md")).unwrap();
+    insta::assert_snapshot!("report_md", redact(&md));
+    std::fs::remove_dir_all(&dir).ok();
+}

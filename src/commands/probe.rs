@@ -49,6 +49,27 @@ pub async fn check_model(r: &Resolved, svc: &Service) -> Result<(), String> {
     }
 }
 
+/// One small request with a case's backend, before any case runs.
+pub async fn smoke(r: &Resolved, svc: &Service, params: &CaseParams) -> Result<(), String> {
+    let target = crate::load::target::target(r, svc, params);
+    let input = RequestInput {
+        prompt: Prompt::Text("Say hello.".into()),
+        prompt_len: 3,
+        output_len: 4,
+    };
+    let o = send(
+        &target,
+        build_body(target.backend, &target.model, &input, params),
+        None,
+    )
+    .await;
+    match o.error {
+        None if o.success => Ok(()),
+        Some(e) => Err(format!("{}: {}", e.kind, e.message)),
+        None => Err("no answer".into()),
+    }
+}
+
 async fn status(client: &reqwest::Client, url: &str) -> String {
     let t = Instant::now();
     match client

@@ -195,6 +195,17 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
             eprintln!("error: service `{}`: {e}", case.service);
             return exit::RUNTIME;
         }
+        // An external service must answer one request before any case runs. (A simulator
+        // is ours: a faulty one is part of the plan, and its cases record their failures.)
+        if !svc.is_sim() {
+            if let Err(e) = crate::commands::probe::smoke(&r, svc, &case.params).await {
+                eprintln!(
+                    "error: service `{}` did not answer a smoke request: {e}",
+                    case.service
+                );
+                return exit::RUNTIME;
+            }
+        }
         resolved.insert(case.service.clone(), Arc::new(r));
     }
     // Each service's identity as it reports it: /version where served.

@@ -451,15 +451,20 @@ fn junit_repeats_parallel_and_report_rerendering() {
     );
     let plan = write_plan(&dir, &text);
     let junit = dir.join("junit.xml");
-    let out = benchplan(&[
-        "run",
-        &plan,
-        "--results-dir",
-        dir.join("r").to_str().unwrap(),
-        "--junit",
-        junit.to_str().unwrap(),
-        "--quiet",
-    ]);
+    let summary = dir.join("step-summary.md");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args([
+            "run",
+            &plan,
+            "--results-dir",
+            dir.join("r").to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+            "--quiet",
+        ])
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert_eq!(
@@ -474,6 +479,11 @@ fn junit_repeats_parallel_and_report_rerendering() {
         "{xml}"
     );
     let b = batch_dir(&dir.join("r"));
+    let step = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        step.contains("# Benchmark report: two-sims") && step.contains("| FAIL |"),
+        "the report is appended to $GITHUB_STEP_SUMMARY"
+    );
     let reps = std::fs::read_dir(&b)
         .unwrap()
         .filter(|e| {

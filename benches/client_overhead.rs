@@ -59,8 +59,9 @@ async fn measure(
         metric_percentiles: vec![50.0, 99.0],
         ..CaseParams::default()
     };
-    let inputs: Arc<Vec<RequestInput>> =
-        Arc::new(benchplan::dataset::build(&params, &resolved.tokens).unwrap());
+    let inputs: Arc<Vec<RequestInput>> = Arc::new(
+        benchplan::dataset::build(&params, &resolved.tokens, std::path::Path::new(".")).unwrap(),
+    );
     let params = Arc::new(params);
     let t = target(&resolved, &svc, &params);
     let me = std::process::id();

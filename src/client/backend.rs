@@ -32,6 +32,8 @@ pub struct RequestInput {
     pub prompt_len: u64,
     /// Output tokens asked for (max_tokens).
     pub output_len: u64,
+    /// Send offset (seconds) from a trace, replacing the arrival schedule.
+    pub arrival: Option<f64>,
 }
 
 /// The JSON body of one request.
@@ -166,6 +168,7 @@ mod tests {
             prompt: Prompt::Text("hello".into()),
             prompt_len: 1,
             output_len: 8,
+            arrival: None,
         };
         serde_json::from_slice(&build_body(backend, "m", &input, params)).unwrap()
     }
@@ -224,6 +227,7 @@ mod tests {
             },
             prompt_len: 3,
             output_len: 0,
+            arrival: None,
         };
         let b: Value =
             serde_json::from_slice(&build_body(Backend::VllmRerank, "m", &input, &p)).unwrap();

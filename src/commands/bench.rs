@@ -147,6 +147,18 @@ pub struct BenchArgs {
     pub random_prefix_len: u64,
     #[arg(long, default_value_t = 1)]
     pub random_batch_size: u64,
+    /// ShareGPT: fixed output length instead of each reply's own.
+    #[arg(long)]
+    pub sharegpt_output_len: Option<u64>,
+    /// custom: output length, or -1 for each line's `output_tokens`.
+    #[arg(long, default_value_t = 256, allow_hyphen_values = true)]
+    pub custom_output_len: i64,
+    /// Do not repeat samples to reach --num-prompts.
+    #[arg(long)]
+    pub no_oversample: bool,
+    /// Keep the file order.
+    #[arg(long)]
+    pub disable_shuffle: bool,
     #[arg(long, default_value_t = 256)]
     pub prefix_repetition_prefix_len: u64,
     #[arg(long, default_value_t = 256)]
@@ -318,6 +330,24 @@ impl BenchArgs {
                 m.insert("name".into(), json!(other));
                 if let Some(p) = &self.dataset_path {
                     m.insert("path".into(), json!(p));
+                }
+                match other {
+                    "sharegpt" => {
+                        if let Some(o) = output.or(self.sharegpt_output_len) {
+                            m.insert("output_len".into(), json!(o));
+                        }
+                        m.insert("no_oversample".into(), json!(self.no_oversample));
+                        m.insert("disable_shuffle".into(), json!(self.disable_shuffle));
+                    }
+                    "custom" => {
+                        m.insert(
+                            "output_len".into(),
+                            json!(output.map_or(self.custom_output_len, |o| o as i64)),
+                        );
+                        m.insert("no_oversample".into(), json!(self.no_oversample));
+                        m.insert("disable_shuffle".into(), json!(self.disable_shuffle));
+                    }
+                    _ => {}
                 }
                 Value::Object(m)
             }

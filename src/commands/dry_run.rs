@@ -24,7 +24,7 @@ pub fn print(p: &Planned) -> u8 {
             },
             None => TokenModel::Builtin,
         };
-        let inputs = match crate::dataset::build(&case.params, &tokens) {
+        let inputs = match crate::dataset::build(&case.params, &tokens, &p.source.dir) {
             Ok(i) => i,
             Err(e) => {
                 eprintln!("error: {}: {e}", case.id);

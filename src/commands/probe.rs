@@ -56,6 +56,7 @@ pub async fn smoke(r: &Resolved, svc: &Service, params: &CaseParams) -> Result<(
         prompt: Prompt::Text("Say hello.".into()),
         prompt_len: 3,
         output_len: 4,
+        arrival: None,
     };
     let o = send(
         &target,
@@ -184,6 +185,7 @@ pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure:
                 prompt: Prompt::Text("Say hello.".into()),
                 prompt_len: 3,
                 output_len: 8,
+                arrival: None,
             };
             let o = send(&target, build_body(b, &model, &input, &params), None).await;
             let line = if o.success {

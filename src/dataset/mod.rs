@@ -1,22 +1,32 @@
 //! Datasets: the prompts a case sends, built before any traffic so their cost is
 //! never measured. Each kind returns one [`RequestInput`] per request.
 
+pub mod files;
 pub mod random;
+
+use std::path::Path;
 
 use crate::client::backend::RequestInput;
 use crate::plan::{CaseParams, Dataset};
 use crate::tokenizer::TokenModel;
 
-/// Builds the requests of a case.
-pub fn build(params: &CaseParams, tokens: &TokenModel) -> Result<Vec<RequestInput>, String> {
+/// Builds the requests of a case; file paths are relative to `dir` (the plan's folder).
+pub fn build(
+    params: &CaseParams,
+    tokens: &TokenModel,
+    dir: &Path,
+) -> Result<Vec<RequestInput>, String> {
     let n = params.num_prompts as usize;
     let seed = params.seed;
     match &params.dataset {
         Dataset::Random(d) => random::random(d, n, seed, tokens, params.backend()),
         Dataset::RandomRerank(d) => random::rerank(d, n, seed, tokens),
         Dataset::PrefixRepetition(d) => random::prefix_repetition(d, n, seed, tokens),
+        Dataset::Sharegpt(d) => files::sharegpt(d, n, seed, tokens, dir),
+        Dataset::Custom(d) => files::custom(d, n, seed, tokens, dir),
+        Dataset::Burstgpt(d) => files::burstgpt(d, n, seed, tokens, dir),
         other => Err(format!(
-            "dataset `{}` is not built yet by this version; use random, random-rerank or prefix_repetition",
+            "dataset `{}` is not built yet by this version; use random, random-rerank, prefix_repetition, sharegpt, custom or burstgpt",
             other.name()
         )),
     }

@@ -139,6 +139,7 @@ pub fn random(
                 prompt: Prompt::Batch(group.into_iter().map(|(t, _)| t).collect()),
                 prompt_len: len,
                 output_len: out_len,
+                arrival: None,
             });
         } else {
             let (text, len) = it.next().expect("one prompt per request");
@@ -146,6 +147,7 @@ pub fn random(
                 prompt: Prompt::Text(text),
                 prompt_len: len as u64,
                 output_len: out_len,
+                arrival: None,
             });
             // Prompts beyond the first of a batch are only used by embeddings.
             for _ in 1..batch {
@@ -192,6 +194,7 @@ pub fn rerank(
             },
             prompt_len: total,
             output_len: 0,
+            arrival: None,
         });
     }
     Ok(out)
@@ -230,6 +233,7 @@ pub fn prefix_repetition(
                 prompt: Prompt::Text(text),
                 prompt_len: len as u64,
                 output_len: d.output_len,
+                arrival: None,
             });
         }
     }

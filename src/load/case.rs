@@ -26,7 +26,11 @@ pub async fn execute(
     params: &CaseParams,
     opts: &RunOptions,
 ) -> Result<CaseResult, String> {
-    let inputs = Arc::new(crate::dataset::build(params, &resolved.tokens)?);
+    let inputs = Arc::new(crate::dataset::build(
+        params,
+        &resolved.tokens,
+        &opts.data_dir,
+    )?);
     let params = Arc::new(params.clone());
     let t = target(resolved, service, &params);
     let run = run_case(t, params.clone(), inputs.clone(), opts)

@@ -34,6 +34,8 @@ pub struct RunOptions {
     /// Open the connections the run will use before it starts, so TCP set-up is not
     /// measured as server latency (a production client keeps its connections warm).
     pub prewarm_connections: bool,
+    /// Dataset file paths are relative to this folder (the plan's).
+    pub data_dir: std::path::PathBuf,
 }
 
 impl Default for RunOptions {
@@ -45,6 +47,7 @@ impl Default for RunOptions {
             grace: Duration::from_secs(5),
             request_id_prefix: format!("benchplan-{:08x}-", std::process::id()),
             prewarm_connections: true,
+            data_dir: std::path::PathBuf::from("."),
         }
     }
 }
@@ -182,18 +185,22 @@ pub async fn run_case(
         )
         .await;
     }
-    let offsets = Arc::new(arrival_offsets(&ScheduleSpec {
-        num_requests: n,
-        rate: params.request_rate.0,
-        burstiness: params.burstiness,
-        ramp: params.ramp_up_strategy.map(|s| {
-            (
-                s,
-                params.ramp_up_start_rps.unwrap_or(0.0),
-                params.ramp_up_end_rps.unwrap_or(0.0),
-            )
-        }),
-        seed: params.seed,
+    // A trace's own times replace the schedule when every request has one.
+    let replayed: Option<Vec<f64>> = inputs.iter().map(|i| i.arrival).collect();
+    let offsets = Arc::new(replayed.unwrap_or_else(|| {
+        arrival_offsets(&ScheduleSpec {
+            num_requests: n,
+            rate: params.request_rate.0,
+            burstiness: params.burstiness,
+            ramp: params.ramp_up_strategy.map(|s| {
+                (
+                    s,
+                    params.ramp_up_start_rps.unwrap_or(0.0),
+                    params.ramp_up_end_rps.unwrap_or(0.0),
+                )
+            }),
+            seed: params.seed,
+        })
     }));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RequestRecord>();
     let handle = tokio::runtime::Handle::current();

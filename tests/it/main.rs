@@ -3,6 +3,7 @@
 mod bad_plans;
 mod cases;
 mod cli;
+mod datasets;
 mod loadgen;
 mod plans;
 mod run_plan;

@@ -6,20 +6,36 @@ use std::sync::Arc;
 
 use crate::sim::vocab;
 
-/// A tokenizer: built-in words, or a loaded `tokenizer.json`.
+/// A tokenizer: built-in words, a loaded `tokenizer.json`, or the target server's own
+/// `/tokenize` and `/detokenize` (plain http only; used while building datasets).
 #[derive(Clone)]
 pub enum TokenModel {
     Builtin,
-    Hf(Arc<tokenizers::Tokenizer>),
+    Hf(Arc<HfTokenizer>),
+    /// `host:port` of a server with vLLM's /tokenize and /detokenize.
+    Server(String),
 }
 
 impl std::fmt::Debug for TokenModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TokenModel::Builtin => f.write_str("TokenModel::Builtin"),
-            TokenModel::Hf(t) => write!(f, "TokenModel::Hf(vocab {})", t.get_vocab_size(true)),
+            TokenModel::Hf(t) => {
+                write!(f, "TokenModel::Hf(vocab {})", t.inner.get_vocab_size(true))
+            }
+            TokenModel::Server(a) => write!(f, "TokenModel::Server({a})"),
         }
     }
+}
+
+/// A loaded `tokenizer.json`, with the ids that make prompts exact computed once.
+pub struct HfTokenizer {
+    pub inner: tokenizers::Tokenizer,
+    /// Tokens whose text starts with a space and encodes back to exactly themselves:
+    /// appending one adds exactly one token (it starts a new pre-token).
+    space_pool: std::sync::OnceLock<Vec<u32>>,
+    /// The texts of `space_pool`, for building prompts without re-encoding them.
+    words: std::sync::OnceLock<Arc<Vec<String>>>,
 }
 
 /// Finds `tokenizer.json` for a path that is the file itself or a folder holding it.
@@ -37,7 +53,11 @@ impl TokenModel {
         let file = tokenizer_file(path);
         let t = tokenizers::Tokenizer::from_file(&file)
             .map_err(|e| format!("cannot load tokenizer {}: {e}", file.display()))?;
-        Ok(TokenModel::Hf(Arc::new(t)))
+        Ok(TokenModel::Hf(Arc::new(HfTokenizer {
+            inner: t,
+            space_pool: std::sync::OnceLock::new(),
+            words: std::sync::OnceLock::new(),
+        })))
     }
 
     /// Token ids of a text, without special tokens.
@@ -45,46 +65,191 @@ impl TokenModel {
         match self {
             TokenModel::Builtin => vocab::encode(text),
             TokenModel::Hf(t) => t
+                .inner
                 .encode_fast(text, false)
                 .map(|e| e.get_ids().to_vec())
                 .unwrap_or_default(),
+            TokenModel::Server(addr) => server_call(
+                addr,
+                "/tokenize",
+                &serde_json::json!({"prompt": text, "add_special_tokens": false}),
+            )
+            .ok()
+            .and_then(|v| {
+                v["tokens"].as_array().map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_u64())
+                        .map(|x| x as u32)
+                        .collect()
+                })
+            })
+            .unwrap_or_default(),
         }
     }
 
     pub fn count(&self, text: &str) -> usize {
         match self {
             TokenModel::Builtin => vocab::count(text),
-            TokenModel::Hf(t) => t.encode_fast(text, false).map(|e| e.len()).unwrap_or(0),
+            TokenModel::Hf(t) => t
+                .inner
+                .encode_fast(text, false)
+                .map(|e| e.len())
+                .unwrap_or(0),
+            TokenModel::Server(_) => self.encode(text).len(),
         }
     }
 
     pub fn decode(&self, ids: &[u32]) -> String {
         match self {
             TokenModel::Builtin => vocab::decode(ids),
-            TokenModel::Hf(t) => t.decode(ids, true).unwrap_or_default(),
+            TokenModel::Hf(t) => t.inner.decode(ids, true).unwrap_or_default(),
+            TokenModel::Server(addr) => {
+                server_call(addr, "/detokenize", &serde_json::json!({"tokens": ids}))
+                    .ok()
+                    .and_then(|v| v["prompt"].as_str().map(str::to_string))
+                    .unwrap_or_default()
+            }
+        }
+    }
+
+    /// Tokens the tokenizer adds by itself to every encoding (such as a BOS).
+    pub fn num_special_tokens(&self) -> u64 {
+        match self {
+            TokenModel::Builtin => 0,
+            TokenModel::Hf(t) => t.inner.encode_fast("", true).map_or(0, |e| e.len() as u64),
+            TokenModel::Server(addr) => server_call(
+                addr,
+                "/tokenize",
+                &serde_json::json!({"prompt": "", "add_special_tokens": true}),
+            )
+            .ok()
+            .and_then(|v| v["count"].as_u64())
+            .unwrap_or(0),
+        }
+    }
+
+    /// Token ids a random prompt may use: the vocabulary without special tokens (for a
+    /// server tokenizer, the ids its /tokenize gives the built-in words).
+    pub fn allowed_ids(&self) -> Vec<u32> {
+        match self {
+            TokenModel::Builtin => (0..vocab::VOCAB_SIZE).collect(),
+            TokenModel::Hf(t) => {
+                let special: std::collections::HashSet<u32> = t
+                    .inner
+                    .get_added_vocabulary()
+                    .get_added_tokens_decoder()
+                    .keys()
+                    .copied()
+                    .collect();
+                (0..t.inner.get_vocab_size(false) as u32)
+                    .filter(|id| !special.contains(id))
+                    .collect()
+            }
+            TokenModel::Server(_) => {
+                let words: Vec<&str> = (0..vocab::VOCAB_SIZE).map(vocab::word).collect();
+                let mut ids = self.encode(&words.join(" "));
+                ids.sort_unstable();
+                ids.dedup();
+                ids
+            }
+        }
+    }
+
+    /// Tokens that add exactly one token when appended (see [`HfTokenizer`]); the
+    /// built-in and server tokenizers: every word is such a token.
+    pub fn space_pool(&self) -> Vec<u32> {
+        match self {
+            TokenModel::Hf(t) => t
+                .space_pool
+                .get_or_init(|| {
+                    let special: std::collections::HashSet<u32> = t
+                        .inner
+                        .get_added_vocabulary()
+                        .get_added_tokens_decoder()
+                        .keys()
+                        .copied()
+                        .collect();
+                    let n = t.inner.get_vocab_size(false).min(50_000) as u32;
+                    (0..n)
+                        .filter(|id| !special.contains(id))
+                        .filter(|id| {
+                            t.inner.decode(&[*id], true).is_ok_and(|s| {
+                                s.len() >= 3
+                                    && s.starts_with(' ')
+                                    && s[1..].chars().all(|c| c.is_ascii_alphabetic())
+                                    && t.inner
+                                        .encode_fast(s.as_str(), false)
+                                        .is_ok_and(|e| e.get_ids() == [*id])
+                            })
+                        })
+                        .collect()
+                })
+                .clone(),
+            TokenModel::Builtin | TokenModel::Server(_) => Vec::new(),
+        }
+    }
+
+    /// Texts that are one token each and stay one token when concatenated (a space then
+    /// letters: each starts a new pre-token), so a prompt of N of them has exactly N
+    /// tokens without re-encoding. None for the server tokenizer (and a tokenizer
+    /// with too few such tokens), which then goes through decode → re-encode.
+    pub fn word_table(&self) -> Option<Arc<Vec<String>>> {
+        static BUILTIN: std::sync::OnceLock<Arc<Vec<String>>> = std::sync::OnceLock::new();
+        match self {
+            TokenModel::Builtin => Some(
+                BUILTIN
+                    .get_or_init(|| {
+                        Arc::new(
+                            (0..vocab::VOCAB_SIZE)
+                                .map(|i| format!(" {}", vocab::word(i)))
+                                .collect(),
+                        )
+                    })
+                    .clone(),
+            ),
+            TokenModel::Hf(t) => {
+                let words = t
+                    .words
+                    .get_or_init(|| {
+                        Arc::new(
+                            self.space_pool()
+                                .iter()
+                                .filter_map(|id| t.inner.decode(&[*id], true).ok())
+                                .collect(),
+                        )
+                    })
+                    .clone();
+                (words.len() >= 64).then_some(words)
+            }
+            TokenModel::Server(_) => None,
         }
     }
 
     /// Texts for generated tokens: (raw text, JSON-escaped text), each decoding to one token.
     pub fn output_table(&self) -> Vec<(String, String)> {
         let raw: Vec<String> = match self {
-            TokenModel::Builtin => (0..vocab::VOCAB_SIZE)
+            TokenModel::Builtin | TokenModel::Server(_) => (0..vocab::VOCAB_SIZE)
                 .map(|i| format!(" {}", vocab::word(i)))
                 .collect(),
             TokenModel::Hf(t) => {
                 let specials: std::collections::HashSet<u32> = t
+                    .inner
                     .get_added_vocabulary()
                     .get_added_tokens_decoder()
                     .keys()
                     .copied()
                     .collect();
-                let n = t.get_vocab_size(false).min(20_000) as u32;
+                let n = t.inner.get_vocab_size(false).min(20_000) as u32;
                 (0..n)
                     .filter(|id| !specials.contains(id))
-                    .filter_map(|id| t.decode(&[id], true).ok())
+                    .filter_map(|id| t.inner.decode(&[id], true).ok())
                     .filter(|s| !s.is_empty() && !s.contains('\u{fffd}'))
                     // Only pieces that re-encode to one token, so counts of generated text agree.
-                    .filter(|s| t.encode_fast(s.as_str(), false).is_ok_and(|e| e.len() == 1))
+                    .filter(|s| {
+                        t.inner
+                            .encode_fast(s.as_str(), false)
+                            .is_ok_and(|e| e.len() == 1)
+                    })
                     .take(8192)
                     .collect()
             }
@@ -97,4 +262,53 @@ impl TokenModel {
             })
             .collect()
     }
+}
+
+/// A JSON POST over plain HTTP/1.1 with std's blocking socket: dataset building is
+/// synchronous and happens before any measured traffic.
+fn server_call(
+    addr: &str,
+    path: &str,
+    body: &serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    use std::io::{Read, Write};
+    let body = body.to_string();
+    let mut s =
+        std::net::TcpStream::connect(addr).map_err(|e| format!("cannot reach {addr}: {e}"))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .ok();
+    write!(s, "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+        .map_err(|e| e.to_string())?;
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&resp);
+    let (head, payload) = text
+        .split_once("\r\n\r\n")
+        .ok_or("a malformed HTTP answer")?;
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        return Err(format!(
+            "{path} answered {}",
+            head.lines().next().unwrap_or("")
+        ));
+    }
+    serde_json::from_str(payload).map_err(|e| format!("{path} did not answer JSON: {e}"))
+}
+
+/// Where a Hugging Face model id's tokenizer.json sits in the local hub cache
+/// (`$HF_HOME/hub`, default `~/.cache/huggingface/hub`), if it was downloaded.
+pub fn hf_cache_tokenizer(model_id: &str) -> Option<PathBuf> {
+    let home = std::env::var_os("HF_HOME").map(PathBuf::from).or_else(|| {
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/huggingface"))
+    })?;
+    let snapshots = home
+        .join("hub")
+        .join(format!("models--{}", model_id.replace('/', "--")))
+        .join("snapshots");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(snapshots)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path().join("tokenizer.json")))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found.pop()
 }

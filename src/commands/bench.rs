@@ -544,20 +544,24 @@ pub fn run(args: &BenchArgs) -> u8 {
         .build()
         .expect("tokio runtime");
     runtime.block_on(async move {
-        let resolved = match resolve(&service, args.insecure, case.params.max_concurrency.map(|c| c as usize)).await {
+        let resolved = match resolve(
+            &service,
+            args.insecure,
+            case.params.max_concurrency.map(|c| c as usize),
+        )
+        .await
+        {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("error: {e}");
                 return exit::RUNTIME;
             }
         };
-        if resolved.sim.is_none() && matches!(resolved.tokens, crate::tokenizer::TokenModel::Builtin) {
-            eprintln!(
-                "warning: no tokenizer found for `{}`; prompts use the built-in word tokenizer, so their token counts on this server will differ (give --tokenizer)",
-                resolved.model_root
-            );
-        }
-        let mut opts = RunOptions { progress: !args.disable_tqdm && std::io::stderr().is_terminal(), smoke: !args.no_smoke, ..RunOptions::default() };
+        let mut opts = RunOptions {
+            progress: !args.disable_tqdm && std::io::stderr().is_terminal(),
+            smoke: !args.no_smoke,
+            ..RunOptions::default()
+        };
         if let Some(p) = &case.params.request_id_prefix {
             opts.request_id_prefix = p.clone();
         }
@@ -591,18 +595,33 @@ pub fn run(args: &BenchArgs) -> u8 {
             extras.insert("warmups_failed".into(), json!(result.run.warmups_failed));
             extras.insert("seed".into(), json!(case.params.seed));
             extras.insert("command".into(), json!(redacted_command()));
-            extras.insert("params".into(), serde_json::to_value(&case.params).expect("params serialise"));
-            let json = result_json(&header, &case.params, &result.summary, args.save_detailed, extras);
+            extras.insert(
+                "params".into(),
+                serde_json::to_value(&case.params).expect("params serialise"),
+            );
+            let json = result_json(
+                &header,
+                &case.params,
+                &result.summary,
+                args.save_detailed,
+                extras,
+            );
             // With --result-dir or --result-filename, vLLM's names and places; without, the results tree.
             let path = match (&args.result_dir, &args.result_filename) {
-                (None, None) => PathBuf::from("bench_results").join("single").join(single_name(&header, &case.params, started)),
-                (dir, name) => dir
-                    .clone()
-                    .unwrap_or_default()
-                    .join(name.clone().unwrap_or_else(|| vllm_file_name(&header, &case.params))),
+                (None, None) => PathBuf::from("bench_results")
+                    .join("single")
+                    .join(single_name(&header, &case.params, started)),
+                (dir, name) => dir.clone().unwrap_or_default().join(
+                    name.clone()
+                        .unwrap_or_else(|| vllm_file_name(&header, &case.params)),
+                ),
             };
             let bytes = serde_json::to_vec(&Value::Object(json)).expect("result serialises");
-            let written = if args.append_result { append_json_line(&path, &bytes) } else { write_atomic(&path, &bytes) };
+            let written = if args.append_result {
+                append_json_line(&path, &bytes)
+            } else {
+                write_atomic(&path, &bytes)
+            };
             match written {
                 Ok(()) => eprintln!("result written to {}", path.display()),
                 Err(e) => {
@@ -611,6 +630,10 @@ pub fn run(args: &BenchArgs) -> u8 {
                 }
             }
         }
-        if result.run.interrupted { exit::RUNTIME } else { exit::OK }
+        if result.run.interrupted {
+            exit::RUNTIME
+        } else {
+            exit::OK
+        }
     })
 }

@@ -12,28 +12,12 @@ use crate::tokenizer::TokenModel;
 
 /// Token ids a random prompt may use: the vocabulary without special tokens.
 pub fn allowed_ids(tokens: &TokenModel) -> Vec<u32> {
-    match tokens {
-        TokenModel::Builtin => (0..vocab::VOCAB_SIZE).collect(),
-        TokenModel::Hf(t) => {
-            let special: std::collections::HashSet<u32> = t
-                .get_added_vocabulary()
-                .get_added_tokens_decoder()
-                .keys()
-                .copied()
-                .collect();
-            (0..t.get_vocab_size(false) as u32)
-                .filter(|id| !special.contains(id))
-                .collect()
-        }
-    }
+    tokens.allowed_ids()
 }
 
 /// Tokens the tokenizer adds by itself to every encoding (such as a BOS).
 pub fn num_special_tokens(tokens: &TokenModel) -> u64 {
-    match tokens {
-        TokenModel::Builtin => 0,
-        TokenModel::Hf(t) => t.encode_fast("", true).map_or(0, |e| e.len() as u64),
-    }
+    tokens.num_special_tokens()
 }
 
 /// Uniform lengths in [⌊L(1−r)⌋, ⌈L(1+r)⌉], at least `min`.
@@ -52,10 +36,18 @@ pub fn text_of_length(
     allowed: &[u32],
     rng: &mut Rng,
 ) -> (String, usize) {
-    if let TokenModel::Builtin = tokens {
-        // One word per token: exact by construction.
+    if let Some(words) = tokens.word_table() {
+        // Exact by construction: one whole-word token per id (see `TokenModel::word_table`).
         ids.truncate(target);
-        return (vocab::decode(&ids), ids.len());
+        while ids.len() < target {
+            ids.push(rng.next_u64() as u32);
+        }
+        let mut text = String::with_capacity(target * 7);
+        for id in &ids {
+            text.push_str(&words[*id as usize % words.len()]);
+        }
+        // The built-in tokenizer ignores the leading space; a real one counts it in the first word.
+        return (text, target);
     }
     let mut text = tokens.decode(&ids);
     for _ in 0..10 {
@@ -72,6 +64,19 @@ pub fn text_of_length(
             }
         }
         text = tokens.decode(&ids);
+    }
+    // Rare: random byte-level pieces that never settle. Rebuild from whole-word tokens
+    // that each start a new pre-token, so the count is exact by construction.
+    let pool = tokens.space_pool();
+    if !pool.is_empty() {
+        let ids: Vec<u32> = (0..target)
+            .map(|_| pool[rng.range(0, pool.len() as u64 - 1) as usize])
+            .collect();
+        let t = tokens.decode(&ids);
+        let n = tokens.count(&t);
+        if n == target {
+            return (t, n);
+        }
     }
     let n = tokens.count(&text);
     (text, n)

@@ -86,6 +86,15 @@ pub async fn run_case(
         ..RunOptions::default()
     };
     let repeats = plan.execution.repeats.max(1);
+    // Like vLLM's sweep: start each case with a cold prefix cache, so a case does not
+    // measure the prompts of the one before. Best effort: not every server has the endpoint.
+    let _ = resolved
+        .client
+        .post(format!("{}/reset_prefix_cache", resolved.base_url))
+        .headers(resolved.headers.clone())
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await;
     let mut results: Vec<Map<String, Value>> = Vec::new();
     for rep in 1..=repeats {
         let outcome = match plan.execution.timeout {
@@ -151,7 +160,15 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
     // A resumed run keeps what its manifest says finished; everything else runs again.
     let mut done: HashMap<String, Map<String, Value>> = HashMap::new();
     let dir = match &settings.resume {
-        Some(d) => match resume::finished_cases(d, &hash) {
+        Some(d) => match resume::finished_cases(
+            d,
+            &hash,
+            &planned
+                .cases
+                .iter()
+                .map(|c| c.id.as_str())
+                .collect::<Vec<_>>(),
+        ) {
             Ok(found) => {
                 eprintln!(
                     "resuming {}: {} of {} cases already finished",

@@ -6,10 +6,13 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 
 /// The finished cases of a run folder (by case id, with their results), after checking
-/// that the folder's plan is the current plan.
+/// that the folder's plan is the current plan. A case is finished when its result file
+/// is there: files are renamed into place only when whole, so one that exists is complete
+/// (even if the run was killed before its manifest said so).
 pub fn finished_cases(
     dir: &Path,
     plan_hash: &str,
+    ids: &[&str],
 ) -> Result<HashMap<String, Map<String, Value>>, String> {
     let text = std::fs::read_to_string(dir.join("manifest.json"))
         .map_err(|e| format!("no manifest.json there ({e})"))?;
@@ -25,22 +28,16 @@ pub fn finished_cases(
         ));
     }
     let mut out = HashMap::new();
-    for c in manifest
-        .get("cases")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let (Some(id), Some("ok"), Some(file)) = (
-            c.get("id").and_then(Value::as_str),
-            c.get("status").and_then(Value::as_str),
-            c.get("file").and_then(Value::as_str),
-        ) else {
+    for id in ids {
+        let Ok(t) = std::fs::read_to_string(dir.join(format!("{id}.json"))) else {
             continue;
         };
-        // A case counts only if its result file is whole (files are renamed into place complete).
-        if let Ok(t) = std::fs::read_to_string(dir.join(file)) {
-            if let Ok(Value::Object(r)) = serde_json::from_str::<Value>(&t) {
+        if let Ok(Value::Object(r)) = serde_json::from_str::<Value>(&t) {
+            if r.get("benchplan")
+                .and_then(|b| b.get("case_id"))
+                .and_then(Value::as_str)
+                == Some(id)
+            {
                 out.insert(id.to_string(), r);
             }
         }

@@ -53,17 +53,7 @@ pub async fn resolve(
         Some(m) => (m.clone(), m.clone()),
         None => discover_model(&client, &base_url, &headers).await?,
     };
-    let (tokens, tokenizer_id) = match service.tokenizer_path() {
-        Some(p) => (TokenModel::load(&p)?, p.display().to_string()),
-        None => {
-            let root = std::path::Path::new(&model_root);
-            if crate::tokenizer::tokenizer_file(root).is_file() {
-                (TokenModel::load(root)?, model_root.clone())
-            } else {
-                (TokenModel::Builtin, "builtin".to_string())
-            }
-        }
-    };
+    let (tokens, tokenizer_id) = resolve_tokenizer(service, &base_url, &model_root)?;
     Ok(Resolved {
         base_url,
         model,
@@ -74,6 +64,46 @@ pub async fn resolve(
         headers,
         sim,
     })
+}
+
+/// The tokenizer of a service: the plan's (a path, a Hugging Face id in the local cache,
+/// or "server"), else the model's `root` when it is a local folder, else — for the
+/// simulator only — the built-in word tokenizer. Anything else is a clear error.
+pub fn resolve_tokenizer(
+    service: &Service,
+    base_url: &str,
+    model_root: &str,
+) -> Result<(TokenModel, String), String> {
+    let from_id = |id: &str| -> Option<Result<(TokenModel, String), String>> {
+        let p = std::path::Path::new(id);
+        if crate::tokenizer::tokenizer_file(p).is_file() {
+            return Some(TokenModel::load(p).map(|t| (t, id.to_string())));
+        }
+        crate::tokenizer::hf_cache_tokenizer(id)
+            .map(|f| TokenModel::load(&f).map(|t| (t, id.to_string())))
+    };
+    match service.tokenizer.as_deref() {
+        Some("server") => {
+            let addr = base_url
+                .strip_prefix("http://")
+                .ok_or_else(|| format!("tokenizer = \"server\" needs a plain http:// base_url, not {base_url}; give a tokenizer path instead"))?;
+            Ok((TokenModel::Server(addr.trim_end_matches('/').to_string()), "server".to_string()))
+        }
+        Some(id) => from_id(id).unwrap_or_else(|| {
+            Err(format!(
+                "tokenizer `{id}` is neither a local tokenizer.json or model folder nor a Hugging Face id in the local cache ($HF_HOME/hub); download it there first, or use tokenizer = \"server\""
+            ))
+        }),
+        None if service.is_sim() => match &service.sim.as_ref().and_then(|s| s.params.tokenizer.clone()) {
+            Some(p) => TokenModel::load(p).map(|t| (t, p.display().to_string())),
+            None => Ok((TokenModel::Builtin, "builtin".to_string())),
+        },
+        None => from_id(model_root).unwrap_or_else(|| {
+            Err(format!(
+                "no tokenizer for model `{model_root}`: it is not a local folder nor in the Hugging Face cache; set the service's `tokenizer` (or --tokenizer) to a tokenizer.json, a model folder, a Hugging Face id downloaded to the local cache, or \"server\" to use the target's /tokenize"
+            ))
+        }),
+    }
 }
 
 /// `Authorization: Bearer` from the service's key variable (default OPENAI_API_KEY), then its headers.

@@ -57,6 +57,43 @@ pub fn default_service() -> (String, Service) {
     )
 }
 
+/// Two cases with the same seed send the same random prompts; against one service with a
+/// prefix cache, the later case measures the cache instead of prefill (vLLM #52884).
+fn seed_warnings(plan: &Plan, cases: &[Case], diags: &mut Vec<Diagnostic>) {
+    use crate::plan::Dataset;
+    let mut seen: HashMap<(String, u64), &str> = HashMap::new();
+    for c in cases {
+        if !matches!(
+            c.params.dataset,
+            Dataset::Random(_)
+                | Dataset::RandomMm(_)
+                | Dataset::RandomRerank(_)
+                | Dataset::PrefixRepetition(_)
+        ) {
+            continue;
+        }
+        // `run` resets the embedded simulator's prefix cache before each case; an
+        // external server may not offer that.
+        if plan.services[&c.service].is_sim() {
+            continue;
+        }
+        if let Some(first) = seen.get(&(c.service.clone(), c.params.seed)) {
+            diags.push(
+                Diagnostic::warning(
+                    c.origin_of("seed"),
+                    format!(
+                        "cases `{first}` and `{}` use seed {} against service `{}`, which may cache prefixes: repeated prompts measure the cache, not prefill",
+                        c.id, c.params.seed, c.service
+                    ),
+                )
+                .with_help("give each case its own seed (a `seed` matrix axis), or reset the cache between cases"),
+            );
+            return; // one warning says it
+        }
+        seen.insert((c.service.clone(), c.params.seed), &c.id);
+    }
+}
+
 /// Loads, expands and validates. On failure, every diagnostic (errors and warnings).
 pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
     let (mut plan, mut diags) = load::load(&source);
@@ -156,6 +193,7 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         };
         diags.push(d);
     }
+    seed_warnings(&plan, &cases, &mut diags);
     if cases.is_empty() && !had_errors && !diags.iter().any(Diagnostic::is_error) {
         diags.push(
             Diagnostic::error(

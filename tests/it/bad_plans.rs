@@ -389,3 +389,22 @@ fn few_prompts_with_a_p99_slo_is_a_warning_only() {
             .contains("20 prompts are few for a p99 SLO")
     );
 }
+
+#[test]
+fn one_seed_across_cases_on_a_caching_server_is_a_warning() {
+    let p = crate::support::plan_toml(
+        "[services.prod]\nbase_url = \"http://127.0.0.1:8000\"\ntokenizer = \"server\"\n[matrix]\nmax_concurrency = [1, 2]\n",
+    );
+    assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+    assert!(
+        p.warnings[0]
+            .to_string()
+            .contains("use seed 0 against service `prod`"),
+        "{}",
+        p.warnings[0]
+    );
+    let p = crate::support::plan_toml(
+        "[services.prod]\nbase_url = \"http://127.0.0.1:8000\"\n[matrix]\nmax_concurrency = [1, 2]\nseed = [1, 2]\nzip = [[\"max_concurrency\", \"seed\"]]\n",
+    );
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+}

@@ -145,3 +145,186 @@ async fn trace_replay_sends_at_the_scaled_times() {
         );
     }
 }
+
+#[test]
+fn random_prompts_have_exact_lengths_with_a_real_bpe_tokenizer() {
+    use benchplan::plan::dataset::RandomDataset;
+    let tok = TokenModel::load(&repo().join("tests/fixtures/tokenizer")).unwrap();
+    assert_eq!(
+        tok.num_special_tokens(),
+        1,
+        "the fixture tokenizer adds <s>"
+    );
+    for (len, n) in [(2u64, 1000usize), (64, 1000), (1024, 300), (8192, 40)] {
+        let d = RandomDataset {
+            input_len: len,
+            output_len: 4,
+            ..RandomDataset::default()
+        };
+        let reqs = benchplan::dataset::random::random(&d, n, 7, &tok, Backend::Openai).unwrap();
+        let mut off = 0;
+        for r in &reqs {
+            let Prompt::Text(t) = &r.prompt else { panic!() };
+            // Exact: the prompt re-encodes to input_len minus the special token the tokenizer adds.
+            let got = tok.count(t) as u64;
+            assert_eq!(got, r.prompt_len);
+            if got != len - 1 {
+                off += 1;
+            }
+        }
+        assert_eq!(off, 0, "{off} of {n} prompts at length {len} are not exact");
+    }
+    // Length 1 leaves no room after the special token: a clear error, not an empty prompt.
+    let d = RandomDataset {
+        input_len: 1,
+        output_len: 4,
+        ..RandomDataset::default()
+    };
+    let e = benchplan::dataset::random::random(&d, 10, 7, &tok, Backend::Openai).unwrap_err();
+    assert!(e.contains("leaves no room"), "{e}");
+    // With the built-in tokenizer (no special tokens), length 1 is one token.
+    let reqs =
+        benchplan::dataset::random::random(&d, 1000, 7, &TokenModel::Builtin, Backend::Openai)
+            .unwrap();
+    assert!(reqs.iter().all(|r| r.prompt_len == 1));
+}
+
+/// The real Qwen2.5 tokenizer from ../shared, when present (never needed by CI).
+#[test]
+#[ignore = "needs ../shared/data/tokenizers/qwen2.5; run with --ignored"]
+fn random_prompts_are_exact_with_qwen() {
+    use benchplan::plan::dataset::RandomDataset;
+    let dir = repo().join("../shared/data/tokenizers/qwen2.5");
+    let tok = TokenModel::load(&dir).unwrap();
+    for (len, n) in [(1u64, 1000usize), (128, 1000), (1024, 1000), (8192, 100)] {
+        let d = RandomDataset {
+            input_len: len,
+            output_len: 4,
+            ..RandomDataset::default()
+        };
+        let reqs = benchplan::dataset::random::random(&d, n, 3, &tok, Backend::Openai).unwrap();
+        let exact = reqs
+            .iter()
+            .filter(|r| match &r.prompt {
+                Prompt::Text(t) => tok.count(t) as u64 == len,
+                _ => false,
+            })
+            .count();
+        assert_eq!(exact, n, "length {len}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_dataset_kind_drives_a_case_and_the_server_agrees_on_lengths() {
+    use benchplan::plan::dataset::{PrefixRepetitionDataset, RandomDataset, RandomRerankDataset};
+    // The simulator runs apart from the service definition: the client sees an external
+    // server whose tokenizer is "server" (its /tokenize and /detokenize).
+    let sim = benchplan::sim::Simulator::start(benchplan::sim::SimConfig::preset(Preset::Fast))
+        .await
+        .unwrap();
+    let svc = Service {
+        base_url: Some(sim.base_url.clone()),
+        tokenizer: Some("server".into()),
+        ..Service::default()
+    };
+    let resolved = resolve(&svc, false, None).await.unwrap();
+    let kinds: Vec<(Backend, Dataset)> = vec![
+        (
+            Backend::Openai,
+            Dataset::Random(RandomDataset {
+                input_len: 50,
+                output_len: 5,
+                range_ratio: 0.5,
+                ..Default::default()
+            }),
+        ),
+        (
+            Backend::OpenaiChat,
+            Dataset::Random(RandomDataset {
+                input_len: 30,
+                output_len: 5,
+                prefix_len: 10,
+                ..Default::default()
+            }),
+        ),
+        (
+            Backend::OpenaiEmbeddings,
+            Dataset::Random(RandomDataset {
+                input_len: 20,
+                batch_size: 3,
+                ..Default::default()
+            }),
+        ),
+        (
+            Backend::VllmRerank,
+            Dataset::RandomRerank(RandomRerankDataset {
+                input_len: 12,
+                batch_size: 2,
+                ..Default::default()
+            }),
+        ),
+        (
+            Backend::Openai,
+            Dataset::PrefixRepetition(PrefixRepetitionDataset {
+                prefix_len: 16,
+                suffix_len: 8,
+                num_prefixes: 2,
+                output_len: 4,
+            }),
+        ),
+        (
+            Backend::Openai,
+            Dataset::Sharegpt(SharegptDataset {
+                path: Some("../../../plans/data/sharegpt_sample.json".into()),
+                ..Default::default()
+            }),
+        ),
+        (
+            Backend::OpenaiChat,
+            Dataset::Custom(CustomDataset {
+                path: Some("custom.jsonl".into()),
+                ..Default::default()
+            }),
+        ),
+        (
+            Backend::Openai,
+            Dataset::Burstgpt(BurstgptDataset {
+                path: Some("burstgpt.csv".into()),
+                ..Default::default()
+            }),
+        ),
+    ];
+    for (backend, dataset) in kinds {
+        let name = dataset.name();
+        let p = CaseParams {
+            backend: Some(backend),
+            dataset,
+            num_prompts: 6,
+            percentile_metrics: None,
+            ..CaseParams::default()
+        };
+        let mut p = p;
+        if !backend.is_pooling() {
+            p.ignore_eos = Some(true);
+        }
+        let opts = RunOptions {
+            data_dir: fixtures(),
+            ..RunOptions::default()
+        };
+        let r = execute(&resolved, &svc, &p, &opts)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            r.summary.completed, 6,
+            "{name}: {:?}",
+            r.summary.first_errors
+        );
+        let sent: u64 = r.inputs.iter().map(|i| i.prompt_len).sum();
+        // total_input_tokens comes from the server's usage: it counted what the client built.
+        assert_eq!(r.summary.total_input_tokens, sent, "{name} via {backend:?}");
+        if !backend.is_pooling() {
+            let asked: u64 = r.inputs.iter().map(|i| i.output_len).sum();
+            assert_eq!(r.summary.total_output_tokens, asked, "{name}");
+        }
+    }
+}

@@ -24,6 +24,13 @@ fn sim_service(preset: Preset, params: SimParams) -> Service {
     }
 }
 
+fn fixture_tokenizer() -> String {
+    crate::support::repo()
+        .join("tests/fixtures/tokenizer")
+        .display()
+        .to_string()
+}
+
 fn params(n: u64, input: u64, output: u64) -> CaseParams {
     CaseParams {
         backend: Some(Backend::Openai),
@@ -190,6 +197,7 @@ async fn a_server_nobody_listens_on_gives_connection_errors() {
     let svc = Service {
         base_url: Some("http://127.0.0.1:9".into()),
         model: Some("m".into()),
+        tokenizer: Some(fixture_tokenizer()),
         ..Service::default()
     };
     let resolved = resolve(&svc, false, None).await.unwrap();
@@ -615,6 +623,7 @@ async fn https_works_with_rustls() {
     let front = tls_front(sim.addr).await;
     let svc = Service {
         base_url: Some(format!("https://127.0.0.1:{}", front.port())),
+        tokenizer: Some(fixture_tokenizer()),
         ..Service::default()
     };
     // A self-signed certificate is refused unless verification is off (--insecure).

@@ -147,6 +147,21 @@ pub struct BenchArgs {
     pub random_prefix_len: u64,
     #[arg(long, default_value_t = 1)]
     pub random_batch_size: u64,
+    /// random-mm: base number of images per request.
+    #[arg(long, default_value_t = 1)]
+    pub random_mm_base_items_per_request: u64,
+    /// random-mm: range ratio of the image count.
+    #[arg(long, default_value_t = 0.0)]
+    pub random_mm_num_mm_items_range_ratio: f64,
+    /// random-mm: caps per modality as JSON, such as {"image": 3}.
+    #[arg(long)]
+    pub random_mm_limit_mm_per_prompt: Option<String>,
+    /// random-mm: buckets as vLLM writes them: {(256,256,1):0.5,(720,1280,1):0.5} (height, width, frames).
+    #[arg(long)]
+    pub random_mm_bucket_config: Option<String>,
+    /// benchplan: build the dataset, print its lengths, send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// ShareGPT: fixed output length instead of each reply's own.
     #[arg(long)]
     pub sharegpt_output_len: Option<u64>,
@@ -316,6 +331,20 @@ impl BenchArgs {
                 "output_len": output.unwrap_or(self.random_output_len), "range_ratio": self.random_range_ratio,
                 "prefix_len": self.random_prefix_len, "batch_size": self.random_batch_size})
             }
+            "random-mm" => {
+                let mut m = json!({"name": "random-mm", "input_len": self.input_len.unwrap_or(self.random_input_len),
+                    "output_len": output.unwrap_or(self.random_output_len), "range_ratio": self.random_range_ratio,
+                    "prefix_len": self.random_prefix_len, "base_items_per_request": self.random_mm_base_items_per_request,
+                    "num_mm_items_range_ratio": self.random_mm_num_mm_items_range_ratio});
+                if let Some(l) = &self.random_mm_limit_mm_per_prompt {
+                    m["limit_mm_per_prompt"] = serde_json::from_str(l)
+                        .map_err(|e| format!("--random-mm-limit-mm-per-prompt is not JSON: {e}"))?;
+                }
+                if let Some(b) = &self.random_mm_bucket_config {
+                    m["buckets"] = parse_buckets(b)?;
+                }
+                m
+            }
             "random-rerank" => {
                 json!({"name": "random-rerank", "input_len": self.input_len.unwrap_or(self.random_input_len),
                 "range_ratio": self.random_range_ratio, "batch_size": self.random_batch_size})
@@ -401,6 +430,40 @@ impl BenchArgs {
             json!({"name": "bench", "services": {"target": Value::Object(svc)}, "defaults": Value::Object(d)}),
         )
     }
+}
+
+/// vLLM's `--random-mm-bucket-config`: `{(H, W, T): p, …}` as a Python literal.
+fn parse_buckets(text: &str) -> Result<Value, String> {
+    let bad = || {
+        format!(
+            "--random-mm-bucket-config `{text}` is not {{(height, width, frames): probability, …}}"
+        )
+    };
+    let inner = text
+        .trim()
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .ok_or_else(bad)?;
+    let mut out = Vec::new();
+    let mut rest = inner.trim();
+    while !rest.is_empty() {
+        let open = rest.strip_prefix('(').ok_or_else(bad)?;
+        let (dims, after) = open.split_once(')').ok_or_else(bad)?;
+        let after = after.trim_start().strip_prefix(':').ok_or_else(bad)?;
+        let (p, next) = after.split_once(',').unwrap_or((after, ""));
+        let nums: Vec<u32> = dims
+            .split(',')
+            .map(|x| x.trim().parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad())?;
+        let [h, w, t] = nums[..] else {
+            return Err(bad());
+        };
+        let p: f64 = p.trim().parse().map_err(|_| bad())?;
+        out.push(json!({"height": h, "width": w, "frames": t, "probability": p}));
+        rest = next.trim();
+    }
+    Ok(Value::Array(out))
 }
 
 /// `bench_{model_short}_{dataset}_{backend}_{YYYYMMDD_HHMMSS}.json` in bench_results/single/.
@@ -538,6 +601,9 @@ pub fn run(args: &BenchArgs) -> u8 {
         eprintln!("{w}");
     }
     let case = planned.cases[0].clone();
+    if args.dry_run {
+        return crate::commands::dry_run::print(&planned);
+    }
     let service: Service = planned.plan.services["target"].clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -2,6 +2,8 @@
 //! never measured. Each kind returns one [`RequestInput`] per request.
 
 pub mod files;
+pub mod image;
+pub mod multimodal;
 pub mod random;
 
 use std::path::Path;
@@ -22,11 +24,12 @@ pub fn build(
         Dataset::Random(d) => random::random(d, n, seed, tokens, params.backend()),
         Dataset::RandomRerank(d) => random::rerank(d, n, seed, tokens),
         Dataset::PrefixRepetition(d) => random::prefix_repetition(d, n, seed, tokens),
+        Dataset::RandomMm(d) => multimodal::random_mm(d, n, seed, tokens),
         Dataset::Sharegpt(d) => files::sharegpt(d, n, seed, tokens, dir),
         Dataset::Custom(d) => files::custom(d, n, seed, tokens, dir),
         Dataset::Burstgpt(d) => files::burstgpt(d, n, seed, tokens, dir),
         other => Err(format!(
-            "dataset `{}` is not built yet by this version; use random, random-rerank, prefix_repetition, sharegpt, custom or burstgpt",
+            "dataset `{}` is not built yet by this version; use random, random-mm, random-rerank, prefix_repetition, sharegpt, custom or burstgpt",
             other.name()
         )),
     }

@@ -328,3 +328,61 @@ async fn every_dataset_kind_drives_a_case_and_the_server_agrees_on_lengths() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_mm_sends_images_as_chat_content_parts() {
+    use benchplan::plan::dataset::{MmBucket, RandomMmDataset};
+    let svc = Service {
+        sim: Some(SimSpec {
+            preset: Some(Preset::Fast),
+            ..Default::default()
+        }),
+        ..Service::default()
+    };
+    let resolved = resolve(&svc, false, None).await.unwrap();
+    let d = RandomMmDataset {
+        input_len: 20,
+        output_len: 3,
+        base_items_per_request: 2,
+        num_mm_items_range_ratio: 0.5,
+        buckets: vec![MmBucket {
+            height: 16,
+            width: 24,
+            frames: 1,
+            probability: 1.0,
+        }],
+        ..Default::default()
+    };
+    let p = CaseParams {
+        backend: Some(Backend::OpenaiChat),
+        dataset: Dataset::RandomMm(d),
+        num_prompts: 8,
+        ignore_eos: Some(true),
+        ..CaseParams::default()
+    };
+    let r = execute(&resolved, &svc, &p, &RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.summary.completed, 8, "{:?}", r.summary.first_errors);
+    let mut images = 0u64;
+    for i in r.inputs.iter() {
+        let Prompt::Messages(m) = &i.prompt else {
+            panic!("chat parts")
+        };
+        let parts = m[0]["content"].as_array().unwrap();
+        assert_eq!(parts[0]["type"], "text");
+        let k = parts.len() as u64 - 1;
+        assert!((1..=3).contains(&k), "1 to 3 images per request: {k}");
+        assert!(
+            parts[1]["image_url"]["url"]
+                .as_str()
+                .unwrap()
+                .starts_with("data:image/png;base64,iVBOR")
+        );
+        images += k;
+    }
+    // The simulator counts 64 tokens per image on top of the text.
+    let text: u64 = r.inputs.iter().map(|i| i.prompt_len).sum();
+    assert_eq!(r.summary.total_input_tokens, text + 64 * images);
+    assert_eq!(text, 8 * 20);
+}

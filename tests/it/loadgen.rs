@@ -638,3 +638,42 @@ async fn https_works_with_rustls() {
         (20, 100)
     );
 }
+
+#[test]
+fn bench_dry_run_prints_lengths_and_sends_nothing() {
+    // No server listens on the default 127.0.0.1:8000 here: a dry run must not need one.
+    let out = benchplan(&[
+        "bench",
+        "--dataset-name",
+        "random-mm",
+        "--backend",
+        "openai-chat",
+        "--random-mm-bucket-config",
+        "{(64,64,1):0.5, (32,48,1):0.5}",
+        "--num-prompts",
+        "10",
+        "--random-input-len",
+        "100",
+        "--random-range-ratio",
+        "0.5",
+        "--dry-run",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let row = text.lines().nth(1).unwrap();
+    assert!(row.contains(" 10 "), "{text}");
+    let out = benchplan(&[
+        "bench",
+        "--dataset-name",
+        "random-mm",
+        "--random-mm-bucket-config",
+        "{64:1}",
+        "--dry-run",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("is not {(height, width, frames): probability"),
+        "{}",
+        stderr(&out)
+    );
+}

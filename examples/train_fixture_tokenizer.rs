@@ -1,7 +1,8 @@
 //! Makes the test fixture tokenizer: a small byte-level BPE trained on
 //! tests/fixtures/corpus.txt (text written for this project), with `<s>` added at the
 //! start of every encoding so tests exercise special-token accounting.
-//! Run: `cargo run --example train_fixture_tokenizer` (rewrites tests/fixtures/tokenizer/).
+//! Run: `cargo run --example train_fixture_tokenizer` (rewrites tests/fixtures/tokenizer/tokenizer.json;
+//! the tokenizer_config.json beside it, with a small chat template, is written by hand).
 
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
 use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};

@@ -36,6 +36,19 @@ pub struct HfTokenizer {
     space_pool: std::sync::OnceLock<Vec<u32>>,
     /// The texts of `space_pool`, for building prompts without re-encoding them.
     words: std::sync::OnceLock<Arc<Vec<String>>>,
+    /// From tokenizer_config.json beside tokenizer.json, when present.
+    pub chat_template: Option<String>,
+    pub bos_token: Option<String>,
+    pub eos_token: Option<String>,
+}
+
+/// A token field of tokenizer_config.json: a string or `{"content": …}`.
+fn config_token(v: &serde_json::Value) -> Option<String> {
+    v.as_str().map(str::to_string).or_else(|| {
+        v.get("content")
+            .and_then(|c| c.as_str())
+            .map(str::to_string)
+    })
 }
 
 /// Finds `tokenizer.json` for a path that is the file itself or a folder holding it.
@@ -53,10 +66,21 @@ impl TokenModel {
         let file = tokenizer_file(path);
         let t = tokenizers::Tokenizer::from_file(&file)
             .map_err(|e| format!("cannot load tokenizer {}: {e}", file.display()))?;
+        let config: serde_json::Value = file
+            .parent()
+            .and_then(|d| std::fs::read_to_string(d.join("tokenizer_config.json")).ok())
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
         Ok(TokenModel::Hf(Arc::new(HfTokenizer {
             inner: t,
             space_pool: std::sync::OnceLock::new(),
             words: std::sync::OnceLock::new(),
+            chat_template: config
+                .get("chat_template")
+                .and_then(|c| c.as_str())
+                .map(str::to_string),
+            bos_token: config.get("bos_token").and_then(config_token),
+            eos_token: config.get("eos_token").and_then(config_token),
         })))
     }
 
@@ -110,6 +134,35 @@ impl TokenModel {
                     .unwrap_or_default()
             }
         }
+    }
+
+    /// The prompt wrapped in the tokenizer's chat template as one user message (what a
+    /// completions request needs to look like a chat turn); None without a template.
+    pub fn apply_chat_template(&self, prompt: &str) -> Option<Result<String, String>> {
+        let TokenModel::Hf(t) = self else { return None };
+        let template = t.chat_template.as_ref()?;
+        let mut env = minijinja::Environment::new();
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> Result<String, minijinja::Error> {
+                Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    msg,
+                ))
+            },
+        );
+        Some(
+            env.render_str(
+                template,
+                minijinja::context! {
+                    messages => vec![minijinja::context! { role => "user", content => prompt }],
+                    add_generation_prompt => true,
+                    bos_token => t.bos_token.clone().unwrap_or_default(),
+                    eos_token => t.eos_token.clone().unwrap_or_default(),
+                },
+            )
+            .map_err(|e| format!("the chat template failed: {e}")),
+        )
     }
 
     /// Tokens the tokenizer adds by itself to every encoding (such as a BOS).
@@ -292,6 +345,65 @@ fn server_call(
         ));
     }
     serde_json::from_str(payload).map_err(|e| format!("{path} did not answer JSON: {e}"))
+}
+
+/// Downloads a hub model's tokenizer.json (and tokenizer_config.json when there is one)
+/// into the local cache, unless HF_HUB_OFFLINE is set. The hub is `$HF_ENDPOINT`
+/// (default https://huggingface.co); `$HF_TOKEN` authorises gated models.
+pub async fn hf_download_tokenizer(
+    model_id: &str,
+    client: &reqwest::Client,
+) -> Result<PathBuf, String> {
+    if std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")) {
+        return Err(format!(
+            "`{model_id}` is not in the local Hugging Face cache and HF_HUB_OFFLINE is set"
+        ));
+    }
+    let home = hf_home().ok_or("neither HF_HOME nor HOME is set")?;
+    let dir = home
+        .join("hub")
+        .join(format!("models--{}", model_id.replace('/', "--")))
+        .join("snapshots")
+        .join("main");
+    let endpoint = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| "https://huggingface.co".into());
+    for (file, required) in [("tokenizer.json", true), ("tokenizer_config.json", false)] {
+        let url = format!(
+            "{}/{model_id}/resolve/main/{file}",
+            endpoint.trim_end_matches('/')
+        );
+        let mut req = client
+            .get(&url)
+            .timeout(std::time::Duration::from_secs(120));
+        if let Ok(token) = std::env::var("HF_TOKEN") {
+            req = req.bearer_auth(token);
+        }
+        let resp = match req.send().await {
+            Ok(r) if r.status().is_success() => r,
+            Ok(r) if !required => {
+                let _ = r;
+                continue;
+            }
+            Ok(r) => return Err(format!("{url} answered HTTP {}", r.status().as_u16())),
+            Err(e) if !required => {
+                let _ = e;
+                continue;
+            }
+            Err(e) => return Err(format!("cannot download {url}: {e}")),
+        };
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| format!("cannot download {url}: {e}"))?;
+        crate::results::write::write_atomic(&dir.join(file), &bytes)
+            .map_err(|e| format!("cannot store {file} in {}: {e}", dir.display()))?;
+    }
+    Ok(dir.join("tokenizer.json"))
+}
+
+fn hf_home() -> Option<PathBuf> {
+    std::env::var_os("HF_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/huggingface")))
 }
 
 /// Where a Hugging Face model id's tokenizer.json sits in the local hub cache

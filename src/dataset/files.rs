@@ -110,6 +110,7 @@ pub fn custom(
     seed: u64,
     tokens: &TokenModel,
     dir: &Path,
+    chat_backend: bool,
 ) -> Result<Vec<RequestInput>, String> {
     let (path, text) = read(dir, d.path.as_ref(), "custom")?;
     let mut rows = Vec::new();
@@ -159,6 +160,21 @@ pub fn custom(
                 ));
             }
             None => None,
+        };
+        // A completions request gets the chat template applied here; the chat API applies its own.
+        let prompt = match (!chat_backend && !d.skip_chat_template)
+            .then(|| tokens.apply_chat_template(&prompt))
+            .flatten()
+        {
+            Some(Ok(templated)) => templated,
+            Some(Err(e)) => {
+                return Err(format!(
+                    "{}:{}: {e}; set skip_chat_template = true to send raw prompts",
+                    path.display(),
+                    i + 1
+                ));
+            }
+            None => prompt,
         };
         let prompt_len = tokens.count(&prompt) as u64;
         let images: Vec<String> = v

@@ -26,7 +26,14 @@ pub fn build(
         Dataset::PrefixRepetition(d) => random::prefix_repetition(d, n, seed, tokens),
         Dataset::RandomMm(d) => multimodal::random_mm(d, n, seed, tokens),
         Dataset::Sharegpt(d) => files::sharegpt(d, n, seed, tokens, dir),
-        Dataset::Custom(d) => files::custom(d, n, seed, tokens, dir),
+        Dataset::Custom(d) => files::custom(
+            d,
+            n,
+            seed,
+            tokens,
+            dir,
+            params.backend() == crate::plan::Backend::OpenaiChat,
+        ),
         Dataset::Burstgpt(d) => files::burstgpt(d, n, seed, tokens, dir),
         other => Err(format!(
             "dataset `{}` is not built yet by this version; use random, random-mm, random-rerank, prefix_repetition, sharegpt, custom or burstgpt",

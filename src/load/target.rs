@@ -53,7 +53,26 @@ pub async fn resolve(
         Some(m) => (m.clone(), m.clone()),
         None => discover_model(&client, &base_url, &headers).await?,
     };
-    let (tokens, tokenizer_id) = resolve_tokenizer(service, &base_url, &model_root)?;
+    let (tokens, tokenizer_id) = match resolve_tokenizer(service, &base_url, &model_root) {
+        Ok(t) => t,
+        Err(e) => {
+            // A hub id missing from the cache is fetched once, then loaded from there.
+            let id = service
+                .tokenizer
+                .clone()
+                .unwrap_or_else(|| model_root.clone());
+            let looks_like_hub_id = id.matches('/').count() == 1
+                && !std::path::Path::new(&id).exists()
+                && id != "server";
+            if !looks_like_hub_id || service.is_sim() {
+                return Err(e);
+            }
+            let file = crate::tokenizer::hf_download_tokenizer(&id, &client)
+                .await
+                .map_err(|d| format!("{e} ({d})"))?;
+            (TokenModel::load(&file)?, id)
+        }
+    };
     Ok(Resolved {
         base_url,
         model,

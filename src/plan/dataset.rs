@@ -286,6 +286,9 @@ pub struct CustomDataset {
     pub output_len: i64,
     /// Lines carry images, sent as chat content parts (needs openai-chat).
     pub multimodal: bool,
+    /// Send prompts as they are; by default a completions request wraps each in the
+    /// tokenizer's chat template (from tokenizer_config.json), as vLLM does.
+    pub skip_chat_template: bool,
     /// Use each line's `timestamp` (seconds) as the arrival schedule.
     pub replay_timestamps: bool,
     /// Multiply trace timestamps by this (0.5 replays twice as fast).
@@ -302,6 +305,7 @@ impl Default for CustomDataset {
             path: None,
             output_len: 256,
             multimodal: false,
+            skip_chat_template: false,
             replay_timestamps: false,
             time_scale: 1.0,
             no_oversample: false,

@@ -386,3 +386,157 @@ async fn random_mm_sends_images_as_chat_content_parts() {
     assert_eq!(r.summary.total_input_tokens, text + 64 * images);
     assert_eq!(text, 8 * 20);
 }
+
+#[test]
+fn custom_prompts_get_the_chat_template_on_completions() {
+    let tok = TokenModel::load(&repo().join("tests/fixtures/tokenizer")).unwrap();
+    let d = CustomDataset {
+        path: Some("custom.jsonl".into()),
+        disable_shuffle: true,
+        ..Default::default()
+    };
+    let with = benchplan::dataset::files::custom(&d, 1, 0, &tok, &fixtures(), false).unwrap();
+    let Prompt::Text(t) = &with[0].prompt else {
+        panic!()
+    };
+    assert_eq!(
+        t,
+        "<s>user: Explain continuous batching in two sentences please\nassistant:"
+    );
+    assert_eq!(with[0].prompt_len, tok.count(t) as u64);
+    let chat = benchplan::dataset::files::custom(&d, 1, 0, &tok, &fixtures(), true).unwrap();
+    let raw = CustomDataset {
+        skip_chat_template: true,
+        ..d.clone()
+    };
+    let skipped = benchplan::dataset::files::custom(&raw, 1, 0, &tok, &fixtures(), false).unwrap();
+    for r in [chat, skipped] {
+        let Prompt::Text(t) = &r[0].prompt else {
+            panic!()
+        };
+        assert_eq!(t, "Explain continuous batching in two sentences please");
+    }
+}
+
+/// A stand-in for the Hugging Face hub: serves the fixture tokenizer files under
+/// /{org}/{name}/resolve/main/, and counts requests.
+fn fake_hub() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = hits.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+            let file = path.rsplit('/').next().unwrap_or("");
+            let body = std::fs::read(repo().join("tests/fixtures/tokenizer").join(file))
+                .ok()
+                .filter(|_| path.contains("/resolve/main/"));
+            let mut s = stream;
+            let _ = match body {
+                Some(b) => {
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        b.len()
+                    );
+                    s.write_all(&b)
+                }
+                None => write!(
+                    s,
+                    "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                ),
+            };
+        }
+    });
+    (url, hits)
+}
+
+#[test]
+fn hub_ids_download_once_into_the_cache_and_respect_offline_mode() {
+    use std::io::{BufRead, BufReader};
+    let home = std::env::temp_dir().join(format!("benchplan-hf-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    let (hub, hits) = fake_hub();
+    let mut sim = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args(["sim", "--port", "0", "--preset", "fast"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(sim.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_string();
+    let bench = |offline: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"));
+        c.args([
+            "bench",
+            "--base-url",
+            &url,
+            "--tokenizer",
+            "acme/tiny-model",
+            "--num-prompts",
+            "4",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "2",
+            "--disable-tqdm",
+        ])
+        .env("HF_HOME", &home)
+        .env("HF_ENDPOINT", &hub)
+        .env_remove("HF_HUB_OFFLINE");
+        if offline {
+            c.env("HF_HUB_OFFLINE", "1");
+        }
+        c.output().unwrap()
+    };
+    let out = bench(true);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "offline and not cached: a clear error"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("HF_HUB_OFFLINE is set"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = bench(false);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cached = home.join("hub/models--acme--tiny-model/snapshots/main");
+    assert!(
+        cached.join("tokenizer.json").is_file() && cached.join("tokenizer_config.json").is_file()
+    );
+    let before = hits.load(std::sync::atomic::Ordering::Relaxed);
+    let out = bench(true);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "cached: works offline: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::Relaxed),
+        before,
+        "no download the second time"
+    );
+    let _ = sim.kill();
+    let _ = sim.wait();
+    std::fs::remove_dir_all(&home).ok();
+}

@@ -42,6 +42,18 @@ pub struct HfTokenizer {
     pub eos_token: Option<String>,
 }
 
+impl HfTokenizer {
+    /// Ids of the added (special) tokens, which prompts and generated text avoid.
+    fn special_ids(&self) -> std::collections::HashSet<u32> {
+        self.inner
+            .get_added_vocabulary()
+            .get_added_tokens_decoder()
+            .keys()
+            .copied()
+            .collect()
+    }
+}
+
 /// A token field of tokenizer_config.json: a string or `{"content": …}`.
 fn config_token(v: &serde_json::Value) -> Option<String> {
     v.as_str().map(str::to_string).or_else(|| {
@@ -187,13 +199,7 @@ impl TokenModel {
         match self {
             TokenModel::Builtin => (0..vocab::VOCAB_SIZE).collect(),
             TokenModel::Hf(t) => {
-                let special: std::collections::HashSet<u32> = t
-                    .inner
-                    .get_added_vocabulary()
-                    .get_added_tokens_decoder()
-                    .keys()
-                    .copied()
-                    .collect();
+                let special = t.special_ids();
                 (0..t.inner.get_vocab_size(false) as u32)
                     .filter(|id| !special.contains(id))
                     .collect()
@@ -215,13 +221,7 @@ impl TokenModel {
             TokenModel::Hf(t) => t
                 .space_pool
                 .get_or_init(|| {
-                    let special: std::collections::HashSet<u32> = t
-                        .inner
-                        .get_added_vocabulary()
-                        .get_added_tokens_decoder()
-                        .keys()
-                        .copied()
-                        .collect();
+                    let special = t.special_ids();
                     let n = t.inner.get_vocab_size(false).min(50_000) as u32;
                     (0..n)
                         .filter(|id| !special.contains(id))
@@ -285,13 +285,7 @@ impl TokenModel {
                 .map(|i| format!(" {}", vocab::word(i)))
                 .collect(),
             TokenModel::Hf(t) => {
-                let specials: std::collections::HashSet<u32> = t
-                    .inner
-                    .get_added_vocabulary()
-                    .get_added_tokens_decoder()
-                    .keys()
-                    .copied()
-                    .collect();
+                let specials = t.special_ids();
                 let n = t.inner.get_vocab_size(false).min(20_000) as u32;
                 (0..n)
                     .filter(|id| !specials.contains(id))

@@ -459,24 +459,11 @@ fn fake_hub() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
 
 #[test]
 fn hub_ids_download_once_into_the_cache_and_respect_offline_mode() {
-    use std::io::{BufRead, BufReader};
     let home = std::env::temp_dir().join(format!("benchplan-hf-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);
     let (hub, hits) = fake_hub();
-    let mut sim = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
-        .args(["sim", "--port", "0", "--preset", "fast"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(sim.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .to_string();
+    let sim = crate::support::SimProcess::start(&["--preset", "fast"]);
+    let url = sim.url.clone();
     let bench = |offline: bool| {
         let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"));
         c.args([
@@ -536,7 +523,6 @@ fn hub_ids_download_once_into_the_cache_and_respect_offline_mode() {
         before,
         "no download the second time"
     );
-    let _ = sim.kill();
-    let _ = sim.wait();
+    drop(sim);
     std::fs::remove_dir_all(&home).ok();
 }

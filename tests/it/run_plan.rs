@@ -575,24 +575,10 @@ fn report_reads_a_folder_of_vllm_results() {
 
 #[test]
 fn probe_describes_a_service() {
-    use std::io::{BufRead, BufReader};
-    let mut sim = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
-        .args(["sim", "--port", "0", "--preset", "fast"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(sim.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .to_string();
+    let sim = crate::support::SimProcess::start(&["--preset", "fast"]);
+    let url = sim.url.clone();
     let out = benchplan(&["probe", &url]);
-    let _ = sim.kill();
-    let _ = sim.wait();
+    drop(sim);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
@@ -668,5 +654,34 @@ fn the_default_report_matches_its_snapshot() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let md = std::fs::read_to_string(batch_dir(&dir.join("r")).join("report.md")).unwrap();
     insta::assert_snapshot!("report_md", redact(&md));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_server_with_another_model_is_refused_before_any_case() {
+    let dir = temp("wrongmodel");
+    let sim = crate::support::SimProcess::start(&["--preset", "fast"]);
+    let plan = write_plan(
+        &dir,
+        &format!(
+            "[services.wrong]\nbase_url = \"{}\"\nmodel = \"llama-70b\"\ntokenizer = \"server\"\n[defaults]\nnum_prompts = 5\n",
+            sim.url
+        ),
+    );
+    let out = benchplan(&[
+        "run",
+        &plan,
+        "--results-dir",
+        dir.join("r").to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("the plan says model `llama-70b`, but")
+            && err.contains("serves benchplan-sim"),
+        "{err}"
+    );
+    assert!(!err.contains("[1/1]"), "no case ran: {err}");
     std::fs::remove_dir_all(&dir).ok();
 }

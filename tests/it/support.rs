@@ -44,3 +44,38 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// `benchplan sim --port 0` in its own process, killed on drop.
+pub struct SimProcess {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl SimProcess {
+    pub fn start(args: &[&str]) -> SimProcess {
+        use std::io::{BufRead, BufReader};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_benchplan"))
+            .args(["sim", "--port", "0"])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("benchplan sim starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .expect("the sim prints its URL")
+            .to_string();
+        SimProcess { child, url }
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -8,8 +8,11 @@
 //! - a Poisson schedule at 1,000 req/s: achieved rate and schedule lag;
 //! - peak RSS of this (client) process.
 //!
+//! Each scenario runs in a fresh child process (so its peak RSS is its own) with a
+//! single-threaded tokio runtime, as `benchplan bench` uses against an external server.
 //! CPU is read from /proc/self/stat around the measured run only (the dataset is built
-//! before), so start-up and prompt building are not counted.
+//! before), so start-up and prompt building are not counted. `BENCH_ONLY=paced` runs
+//! the scenarios whose name starts with that.
 
 mod support;
 
@@ -41,6 +44,7 @@ async fn measure(
 ) -> Figures {
     let svc = Service {
         base_url: Some(sim.base_url.clone()),
+        tokenizer: Some("server".into()),
         ..Service::default()
     };
     let resolved = resolve(&svc, false, Some(streams)).await.unwrap();
@@ -107,67 +111,100 @@ fn errors_ms(
     )
 }
 
-fn main() {
-    let rt = if std::env::var_os("BENCH_MT").is_some() {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    } else {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    };
-    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
-    rt.block_on(async {
-        if only == "paced500" {
-            let sim = SimProcess::start(&["--preset", "ground-truth", "--set", "max_num_seqs=2000"]);
-            let f = measure(&sim, 500, 2000, 100, f64::INFINITY).await;
-            let (ttft50, itl50, itl99) = errors_ms(&f.records, 0.020, 0.010);
-            println!("paced 500: {} chunks, CPU {:.2} us/chunk, TTFT err p50 {ttft50:.3} ms, ITL err p50 {itl50:.3} p99 {itl99:.3}", f.chunks, f.cpu * 1e6 / f.chunks as f64);
-            return;
-        }
-        println!("== fast preset (zero latency): client cost per streamed chunk");
-        let sim = SimProcess::start(&["--preset", "fast"]);
-        for (streams, requests, output) in [(1usize, 20usize, 10_000u64), (100, 400, 1000), (500, 1000, 400), (1000, 1000, 400)] {
-            let f = measure(&sim, streams, requests, output, f64::INFINITY).await;
-            println!(
-                "{streams:>5} streams: {:>8} chunks in {:.2} s = {:>9.0} chunks/s; client CPU {:.2} us/chunk; failed {}",
-                f.chunks,
-                f.wall,
-                f.chunks as f64 / f.wall,
-                f.cpu * 1e6 / f.chunks as f64,
-                f.summary.failed
-            );
-        }
-        println!("== Poisson arrivals at 1000 req/s against the fast preset");
-        let f = measure(&sim, 1000, 5000, 4, 1000.0).await;
-        let lag = f.summary.schedule_lag.as_ref().unwrap();
-        println!(
-            "achieved {:.1} req/s ({:+.2}% of 1000); schedule lag p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; failed {}",
-            f.summary.request_throughput,
-            (f.summary.request_throughput / 1000.0 - 1.0) * 100.0,
-            lag.percentiles[0].1,
-            lag.percentiles[1].1,
-            lag.percentiles[2].1,
-            f.summary.failed
-        );
-        drop(sim);
+/// One scenario, in this process: (name, sim arguments, streams, requests, output tokens, rate).
+fn scenario(name: &str) -> Option<(&'static [&'static str], usize, usize, u64, f64)> {
+    const FAST: &[&str] = &["--preset", "fast"];
+    const PACED: &[&str] = &[
+        "--preset",
+        "ground-truth",
+        "--set",
+        "max_num_seqs=2000",
+        "--set",
+        "max_waiting_queue=10000",
+    ];
+    Some(match name {
+        "fast-1" => (FAST, 1, 20, 10_000, f64::INFINITY),
+        "fast-100" => (FAST, 100, 400, 1000, f64::INFINITY),
+        "fast-500" => (FAST, 500, 1000, 400, f64::INFINITY),
+        "fast-1000" => (FAST, 1000, 1000, 400, f64::INFINITY),
+        "poisson-1000" => (FAST, 1000, 5000, 4, 1000.0),
+        "paced-1" => (PACED, 1, 20, 100, f64::INFINITY),
+        "paced-100" => (PACED, 100, 100, 100, f64::INFINITY),
+        "paced-500" => (PACED, 500, 500, 100, f64::INFINITY),
+        "paced-1000" => (PACED, 1000, 1000, 60, f64::INFINITY),
+        _ => return None,
+    })
+}
 
-        println!("== paced chunks (prefill 20 ms, ITL 10 ms): cost and accuracy against the injected latencies");
-        let sim = SimProcess::start(&["--preset", "ground-truth", "--set", "max_num_seqs=2000", "--set", "max_waiting_queue=10000"]);
-        for (streams, output) in [(1usize, 100u64), (100, 100), (500, 100), (1000, 60)] {
-            let f = measure(&sim, streams, streams.max(20), output, f64::INFINITY).await;
+fn run_one(name: &str) {
+    let (sim_args, streams, requests, output, rate) = scenario(name).expect("a known scenario");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let sim = SimProcess::start(sim_args);
+        let f = measure(&sim, streams, requests, output, rate).await;
+        let rss = peak_rss_mib();
+        if name.starts_with("poisson") {
+            let lag = f.summary.schedule_lag.as_ref().unwrap();
+            println!(
+                "{name:<13} achieved {:.1} req/s ({:+.2}% of {rate}); schedule lag p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; peak RSS {rss:.0} MiB; failed {}",
+                f.summary.request_throughput,
+                (f.summary.request_throughput / rate - 1.0) * 100.0,
+                lag.percentiles[0].1,
+                lag.percentiles[1].1,
+                lag.percentiles[2].1,
+                f.summary.failed
+            );
+        } else if name.starts_with("fast") {
+            println!(
+                "{name:<13} {:>8} chunks, {:>9.0} chunks/s, client CPU {:.2} us/chunk; peak RSS {rss:.0} MiB; failed {}",
+                f.chunks,
+                f.chunks as f64 / f.wall,
+                f.cpu * 1e6 / f.chunks as f64,
+                f.summary.failed
+            );
+        } else {
             let (ttft50, itl50, itl99) = errors_ms(&f.records, 0.020, 0.010);
             println!(
-                "{streams:>5} streams: {:>7} chunks, {:>7.0} chunks/s, client CPU {:.2} us/chunk; |TTFT error| p50 {ttft50:.3} ms; |ITL error| p50 {itl50:.3} ms, p99 {itl99:.3} ms; failed {}",
+                "{name:<13} {:>7} chunks, {:>7.0} chunks/s, client CPU {:.2} us/chunk; |TTFT error| p50 {ttft50:.3} ms; |ITL error| p50 {itl50:.3} ms, p99 {itl99:.3} ms; peak RSS {rss:.0} MiB; failed {}",
                 f.chunks,
                 f.chunks as f64 / f.wall,
                 f.cpu * 1e6 / f.chunks as f64,
                 f.summary.failed
             );
         }
-        println!("peak RSS of the client process: {:.1} MiB", peak_rss_mib());
     });
+}
+
+fn main() {
+    // Each scenario runs in a fresh process, so its peak RSS is its own.
+    if let Ok(name) = std::env::var("BENCH_SCENARIO") {
+        return run_one(&name);
+    }
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    for name in [
+        "fast-1",
+        "fast-100",
+        "fast-500",
+        "fast-1000",
+        "poisson-1000",
+        "paced-1",
+        "paced-100",
+        "paced-500",
+        "paced-1000",
+    ] {
+        if !only.is_empty() && !name.starts_with(&only) {
+            continue;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .env("BENCH_SCENARIO", name)
+            .output()
+            .unwrap();
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+        if !out.status.success() {
+            eprintln!("{name} failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
 }

@@ -219,7 +219,15 @@ pub async fn run_case(
             .spawn(move || {
                 crate::clock::precise_timers();
                 for i in 0..n {
-                    crate::clock::sleep_until(start + Duration::from_secs_f64(offsets[i]));
+                    // Long gaps are slept in slices, so a stop is noticed within 100 ms.
+                    let deadline = start + Duration::from_secs_f64(offsets[i]);
+                    while deadline.saturating_duration_since(Instant::now())
+                        > Duration::from_millis(100)
+                        && !stop.load(Ordering::Relaxed)
+                    {
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    crate::clock::sleep_until(deadline);
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }

@@ -15,6 +15,7 @@ pub mod diag;
 pub mod executor;
 pub mod load;
 pub mod metrics;
+pub mod optimize;
 pub mod plan;
 pub mod planner;
 pub mod report;

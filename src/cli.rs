@@ -69,6 +69,14 @@ pub enum Command {
         #[arg(long)]
         junit: Option<PathBuf>,
     },
+    /// Run only the plan's SLO searches (`run` runs them after the matrix).
+    Optimize {
+        #[command(flatten)]
+        plan: PlanArgs,
+        /// Results folder (default: the plan's execution.results_dir).
+        #[arg(long)]
+        results_dir: Option<PathBuf>,
+    },
     /// Ask a service what it is and whether it is ready: health, models, endpoints, one smoke request.
     Probe {
         /// The server's base URL, such as http://127.0.0.1:8000.
@@ -193,6 +201,9 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::Sim(args) => crate::sim::cli::run(&args),
         Command::Bench(args) => crate::commands::bench::run(&args),
+        Command::Optimize { plan, results_dir } => with_plan(&plan, |p| {
+            crate::optimize::run::run(p, results_dir.as_deref())
+        }),
         Command::Probe {
             url,
             backend,
@@ -230,7 +241,16 @@ pub fn run(cli: Cli) -> ExitCode {
                 resume,
                 junit,
             };
-            crate::executor::run(p, &settings)
+            let code = crate::executor::run(p, &settings);
+            if p.plan.optimize.is_none() || code == exit::RUNTIME {
+                return code;
+            }
+            // Then the searches; the worse verdict wins (1, then 3, then 4).
+            let searched = crate::optimize::run::run(p, settings.results_dir.as_deref());
+            [exit::RUNTIME, exit::SLO_VIOLATED, exit::REGRESSION]
+                .into_iter()
+                .find(|c| *c == code || *c == searched)
+                .unwrap_or(exit::OK)
         }),
     };
     ExitCode::from(code)

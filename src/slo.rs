@@ -166,7 +166,9 @@ impl SloMetric {
                 None => text
                     .trim()
                     .parse::<f64>()
-                    .or_else(|_| parse_duration(text).map(|d| d.as_secs_f64() * 1e3))
+                    .or_else(|_| {
+                        parse_duration(text).map(|d| (d.as_secs_f64() * 1e12).round() / 1e9)
+                    })
                     .map_err(|_| format!("`{text}` is not a latency; write 500ms or 1.5s")),
             },
             SloMetric::SuccessRate => match bare_number {

@@ -28,6 +28,8 @@ pub struct Planned {
     pub cases: Vec<Case>,
     /// The plan's SLOs, each with the key path it was written at.
     pub slos: Vec<(Slo, String)>,
+    /// The SLOs an optimize search judges: its own block's, else the plan's.
+    pub optimize_slos: Vec<(Slo, String)>,
     /// Warnings (errors make planning fail).
     pub warnings: Vec<Diagnostic>,
 }
@@ -109,6 +111,13 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
     }
     let slos = check::parse_slos(plan.slo.as_ref(), "slo", &mut diags);
     check::check_plan(&plan, &source, &slos, &mut diags);
+    // An optimize block's own SLOs are judged on the same cases (their errors were reported above).
+    let optimize_slos = plan
+        .optimize
+        .as_ref()
+        .map(|o| check::parse_slos(o.slo.as_ref(), "optimize.slo", &mut Vec::new()))
+        .unwrap_or_default();
+    let judged: Vec<(Slo, String)> = slos.iter().chain(&optimize_slos).cloned().collect();
 
     let had_errors = diags.iter().any(Diagnostic::is_error);
     let combos = expand::combos(&plan, &mut diags);
@@ -160,8 +169,8 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         check::resolve_target(&mut params, service);
         let mut case = expand::make_case(combo, params);
         let mut found = Vec::new();
-        check::check_case(&case, &source, &slos, &mut found);
-        check::resolve_implied(&mut case.params, &slos);
+        check::check_case(&case, &source, &judged, &mut found);
+        check::resolve_implied(&mut case.params, &judged);
         let hash = expand::case_hash(&case.service, &case.params);
         case.id = expand::case_id(&case, hash);
         for d in found {
@@ -212,11 +221,17 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         diags.sort_by_key(|d| d.severity);
         return Err(Diagnostics(diags));
     }
+    let optimize_slos = if optimize_slos.is_empty() {
+        slos.clone()
+    } else {
+        optimize_slos
+    };
     Ok(Planned {
         plan,
         source,
         cases,
         slos,
+        optimize_slos,
         warnings: diags,
     })
 }

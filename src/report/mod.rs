@@ -10,6 +10,25 @@ use minijinja::Environment;
 
 /// The built-in report template, embedded at build time.
 pub const REPORT_MD: &str = include_str!("../../templates/report.md.j2");
+/// The built-in report of SLO searches.
+pub const OPTIMIZE_MD: &str = include_str!("../../templates/optimize.md.j2");
+
+/// Renders a template over any serialisable value (as `r`).
+pub fn render_value(
+    template_name: &str,
+    source: &str,
+    value: &serde_json::Value,
+) -> Result<String, String> {
+    let mut env = Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.add_filter("num", num);
+    env.add_template(template_name, source)
+        .map_err(|e| describe(&e))?;
+    let t = env.get_template(template_name).map_err(|e| describe(&e))?;
+    t.render(minijinja::context! { r => value })
+        .map_err(|e| describe(&e))
+}
 
 /// Renders a template over the view model. Errors name the template, line and problem.
 pub fn render(

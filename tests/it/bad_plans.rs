@@ -247,6 +247,12 @@ const BAD: &[(&str, Format, &str, &[&str])] = &[
         ],
     ),
     (
+        "an optimize SLO on a metric the case cannot produce",
+        Format::Toml,
+        "[defaults]\nbackend = \"openai-embeddings\"\n[optimize]\nsearch = \"max_concurrency\"\nslo = { p99_ttft = \"<= 1s\" }\n",
+        &["`optimize.slo.p99_ttft`", "does not stream"],
+    ),
+    (
         "duplicate cases",
         Format::Toml,
         "[matrix]\nmax_concurrency = [1, 2, 1]\n",

@@ -1,0 +1,360 @@
+//! `benchplan optimize`: one search per matrix cell against real runs, archived as the
+//! seed orchestrator did (`bench_results/optimize/opt_YYYYMMDD_HHMMSS/<cell>/`:
+//! warmup.json, probe_001_c4.json, …, search_…, validation.json,
+//! optimization_report.json) plus a report.md.
+//!
+//! Modes: max_concurrency (A), request_rate (B), request_rate under a fixed
+//! max_concurrency (C), the smallest max_concurrency that sustains a fixed
+//! request_rate (D: achieved throughput within `rate_tolerance` of the rate), and
+//! both in two stages (E: A, then C at the concurrency found).
+
+use std::path::Path;
+use std::time::{Instant, SystemTime};
+
+use serde_json::{Map, Value, json};
+
+use super::search::{Config, Ending, Eval, Outcome, Phase, Request, search};
+use crate::cli::exit;
+use crate::executor::json_bytes;
+use crate::load::case::execute;
+use crate::load::run::RunOptions;
+use crate::load::target::{Resolved, resolve};
+use crate::plan::optimize::{Optimize, SearchVar};
+use crate::plan::units::Rate;
+use crate::plan::{CaseParams, Service};
+use crate::planner::{Case, Planned};
+use crate::results::vllm_json::{Header, result_json};
+use crate::results::write::write_atomic;
+use crate::slo::{Op, Slo};
+use crate::timefmt;
+
+/// Which variable a stage varies, and how.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Var {
+    Concurrency { fixed_rate: Option<f64> },
+    Rate { fixed_concurrency: Option<u64> },
+}
+
+fn file_name(r: &Request, var: Var) -> String {
+    let letter = match var {
+        Var::Concurrency { .. } => "c",
+        Var::Rate { .. } => "r",
+    };
+    let value = if matches!(var, Var::Concurrency { .. }) {
+        format!("{}", r.value as u64)
+    } else {
+        format!("{}", r.value)
+    };
+    match r.phase {
+        Phase::Warmup if r.index == 1 => "warmup.json".into(),
+        Phase::Warmup => format!("warmup_{}.json", r.index),
+        Phase::Probe => format!("probe_{:03}_{letter}{value}.json", r.index),
+        Phase::Search => format!("search_{:03}_{letter}{value}.json", r.index),
+        Phase::Validation if r.index == 1 => "validation.json".into(),
+        Phase::Validation => format!("validation_retry{}.json", r.index - 1),
+    }
+}
+
+/// Relative room before each SLO breaks (negative: broken); None when a metric is missing.
+fn margins(
+    slos: &[(Slo, String)],
+    s: &crate::metrics::summary::Summary,
+) -> (f64, Vec<String>, Vec<f64>) {
+    let mut min = f64::INFINITY;
+    let mut violations = Vec::new();
+    let mut judged = Vec::new();
+    for (slo, _) in slos {
+        match slo.actual(s) {
+            Some(a) => {
+                judged.push(a);
+                let t = slo.threshold.max(f64::MIN_POSITIVE);
+                let m = match slo.op {
+                    Op::Le | Op::Lt => (t - a) / t,
+                    Op::Ge | Op::Gt => (a - t) / t,
+                };
+                let m = if slo.holds(a) {
+                    m.max(0.0)
+                } else {
+                    m.min(-f64::EPSILON)
+                };
+                if !slo.holds(a) {
+                    violations.push(format!(
+                        "{}: {a:.2}{} misses {} {}{}",
+                        slo.key,
+                        slo.unit(),
+                        slo.op.symbol(),
+                        slo.threshold,
+                        slo.unit()
+                    ));
+                }
+                min = min.min(m);
+            }
+            None => {
+                violations.push(format!("{}: the run has no such metric", slo.key));
+                min = min.min(-1.0);
+            }
+        }
+    }
+    (min, violations, judged)
+}
+
+fn config(opt: &Optimize, integer: bool, smallest: bool, min: f64, max: f64) -> Config {
+    Config {
+        integer,
+        smallest,
+        min,
+        max,
+        warmup_prompts: opt.warmup_prompts,
+        probe: (opt.probe.multiplier, opt.probe.floor),
+        bisect: (opt.bisect.multiplier, opt.bisect.floor),
+        validation: (opt.validation.multiplier, opt.validation.floor),
+        tolerance: opt.tolerance.0,
+        max_iterations: opt.max_iterations,
+        validation_retries: opt.validation_retries,
+        noise_band: opt.noise_band.0,
+    }
+}
+
+/// One search stage for one cell. Returns the outcome and each run's result JSON by file.
+async fn stage(
+    planned: &Planned,
+    case: &Case,
+    svc: &Service,
+    r: &Resolved,
+    var: Var,
+    cfg: &Config,
+    dir: &Path,
+) -> (Outcome, Map<String, Value>) {
+    let opt = planned.plan.optimize.as_ref().expect("an optimize block");
+    let results = std::cell::RefCell::new(Map::new());
+    let data_dir = planned.source.dir.clone();
+    let eval = |req: Request| {
+        let mut p: CaseParams = case.params.clone();
+        match var {
+            Var::Concurrency { fixed_rate } => {
+                p.max_concurrency = Some(req.value as u64);
+                if let Some(rate) = fixed_rate {
+                    p.request_rate = Rate(rate);
+                }
+            }
+            Var::Rate { fixed_concurrency } => {
+                p.request_rate = Rate(req.value);
+                p.max_concurrency = fixed_concurrency;
+            }
+        }
+        p.num_prompts = req.prompts;
+        let file = file_name(&req, var);
+        let results = &results;
+        let data_dir = data_dir.clone();
+        async move {
+            if !opt.cooldown.0.is_zero() {
+                tokio::time::sleep(opt.cooldown.0).await;
+            }
+            let opts = RunOptions {
+                data_dir,
+                ..RunOptions::default()
+            };
+            let res = match execute(r, svc, &p, &opts).await {
+                Ok(res) => res,
+                Err(e) => return Eval::Infra(e),
+            };
+            let s = &res.summary;
+            // Every request refused or unanswered is an outage, not an SLO verdict.
+            let infra = s.completed == 0
+                && s.errors_by_kind
+                    .keys()
+                    .all(|k| k == "connection" || k == "timeout" || k == "http_503");
+            if infra {
+                return Eval::Infra(format!("no request succeeded ({:?})", s.errors_by_kind));
+            }
+            let (mut margin, mut violations, judged) = margins(&planned.optimize_slos, s);
+            if let Var::Concurrency {
+                fixed_rate: Some(rate),
+            } = var
+            {
+                // Sustaining a rate: achieved throughput within the tolerance of it.
+                let want = rate * (1.0 - opt.rate_tolerance.0);
+                let m = (s.request_throughput - want) / want;
+                if s.request_throughput < want {
+                    violations.push(format!(
+                        "achieved {:.2} req/s, below {:.2} (the rate less {}%)",
+                        s.request_throughput,
+                        want,
+                        opt.rate_tolerance.0 * 100.0
+                    ));
+                }
+                margin = margin.min(if s.request_throughput >= want {
+                    m.max(0.0)
+                } else {
+                    m.min(-f64::EPSILON)
+                });
+            }
+            let header = Header {
+                date: timefmt::stamp_dash(SystemTime::now()),
+                label: Some(case.id.clone()),
+                model_id: r.model.clone(),
+                tokenizer_id: Some(r.tokenizer_id.clone()),
+            };
+            let mut extras = Map::new();
+            extras.insert("case_id".into(), json!(case.id));
+            extras.insert("phase".into(), json!(req.phase));
+            extras.insert("violations".into(), json!(violations));
+            let result = result_json(&header, &p, s, false, extras);
+            if let Err(e) = write_atomic(
+                &dir.join(&file),
+                &json_bytes(&Value::Object(result.clone())),
+            ) {
+                return Eval::Infra(format!("cannot write {file}: {e}"));
+            }
+            results
+                .borrow_mut()
+                .insert(file.clone(), Value::Object(result));
+            Eval::Measured {
+                pass: violations.is_empty(),
+                margin,
+                violations,
+                judged,
+                file,
+            }
+        }
+    };
+    let outcome = search(cfg, eval).await;
+    (outcome, results.into_inner())
+}
+
+fn metrics_at(results: &Map<String, Value>, outcome: &Outcome) -> Value {
+    let Some(a) = outcome.answer else {
+        return Value::Null;
+    };
+    let step = outcome
+        .history
+        .iter()
+        .rev()
+        .find(|s| s.value == a && s.slo_pass);
+    let Some(r) = step.and_then(|s| results.get(&s.file)) else {
+        return Value::Null;
+    };
+    let keep = [
+        "request_throughput",
+        "request_goodput",
+        "output_throughput",
+        "completed",
+        "failed",
+    ];
+    let mut m: Map<String, Value> = keep
+        .iter()
+        .filter_map(|k| r.get(*k).map(|v| (k.to_string(), v.clone())))
+        .collect();
+    for (k, v) in r.as_object().into_iter().flatten() {
+        if k.ends_with("_ms") {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(m)
+}
+
+/// Runs every search of the plan. Returns the exit code.
+pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
+    let Some(opt) = planned.plan.optimize.clone() else {
+        eprintln!("error: the plan has no [optimize] block");
+        return exit::BAD_PLAN;
+    };
+    let any_sim = planned.plan.services.values().any(|s| s.is_sim());
+    crate::load::runtime(any_sim).block_on(async move {
+        let started = SystemTime::now();
+        let base = results_dir.map(Path::to_path_buf).unwrap_or_else(|| planned.plan.execution.results_dir.clone());
+        let root = base.join("optimize").join(format!("opt_{}", timefmt::stamp_underscore(started)));
+        eprintln!("results: {}", root.display());
+        let mut cells = Vec::new();
+        let mut code = exit::OK;
+        for case in &planned.cases {
+            let svc = &planned.plan.services[&case.service];
+            let r = match resolve(svc, false, None).await {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("error: service `{}`: {e}", case.service);
+                    return exit::RUNTIME;
+                }
+            };
+            let dir = root.join(&case.id);
+            let t0 = Instant::now();
+            eprintln!("search {} ({:?})", case.id, opt.search);
+            let conc = |fixed_rate| (Var::Concurrency { fixed_rate }, config(&opt, true, fixed_rate.is_some(), opt.min.max(1.0).round(), opt.max.round()));
+            let rate = |fixed_concurrency| (Var::Rate { fixed_concurrency }, config(&opt, false, false, opt.min, opt.max));
+            let stages: Vec<(Var, Config)> = match opt.search {
+                SearchVar::MaxConcurrency => vec![conc(opt.request_rate.map(|r| r.0))],
+                SearchVar::RequestRate => vec![rate(opt.max_concurrency)],
+                SearchVar::Both => vec![conc(None)],
+            };
+            // Two-stage searches keep each stage's runs apart; one stage writes into the cell folder.
+            let stage1_dir = if opt.search == SearchVar::Both { dir.join("stage1") } else { dir.clone() };
+            let (mut outcome, mut results) = stage(planned, case, svc, &r, stages[0].0, &stages[0].1, &stage1_dir).await;
+            let mut stage2 = None;
+            if opt.search == SearchVar::Both {
+                if let Some(c) = outcome.answer {
+                    let (v, cfg) = rate(Some(c as u64));
+                    let (o2, r2) = stage(planned, case, svc, &r, v, &cfg, &dir.join("stage2")).await;
+                    stage2 = Some((c, o2.clone()));
+                    results.extend(r2);
+                    outcome = o2;
+                }
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            let runs = outcome.history.len() + stage2.as_ref().map_or(0, |_| 0);
+            let param = match (opt.search, stage2.is_some()) {
+                (SearchVar::RequestRate, _) | (SearchVar::Both, true) => "request_rate",
+                _ => "max_concurrency",
+            };
+            let recommendation = match (&outcome.ending, outcome.answer) {
+                (Ending::Validated, Some(a)) => format!("Optimal {param}={a}: validated with more prompts."),
+                (Ending::NotSaturated, Some(a)) => format!("Not saturated up to {param}={a}: every value tested met the SLOs."),
+                (Ending::NotValidated, Some(a)) => format!("Could not validate; {param}={a} passed a search run (not validation)."),
+                (Ending::FailsAtMinimum, _) => "The service cannot meet the SLOs even at the minimum load.".to_string(),
+                (Ending::Infrastructure(e), _) => format!("The search stopped: the service failed ({e})."),
+                _ => "No value met the SLOs.".to_string(),
+            };
+            code = code.max(match outcome.ending {
+                Ending::Infrastructure(_) => exit::RUNTIME,
+                Ending::FailsAtMinimum => exit::SLO_VIOLATED,
+                _ => exit::OK,
+            });
+            let report = json!({
+                "case_id": case.id,
+                "service": case.service,
+                "search": opt.search,
+                "optimal_value": outcome.answer,
+                "concurrency_stage1": stage2.as_ref().map(|(c, _)| c),
+                "slo_targets": planned.optimize_slos.iter().map(|(s, _)| json!({"key": s.key, "direction": s.op.symbol(), "value": s.threshold})).collect::<Vec<_>>(),
+                "recommendation": recommendation,
+                "ending": outcome.ending,
+                "highest_pass": outcome.highest_pass,
+                "lowest_fail": outcome.lowest_fail,
+                "exploration_history": outcome.history,
+                "notes": outcome.notes,
+                "runs": runs,
+                "total_seconds": secs,
+                "timestamp": timefmt::iso(SystemTime::now()),
+                "metrics_at_optimal": metrics_at(&results, &outcome),
+            });
+            if let Err(e) = write_atomic(&dir.join("optimization_report.json"), &json_bytes(&report)) {
+                eprintln!("error: cannot write the report: {e}");
+                return exit::RUNTIME;
+            }
+            eprintln!("  {recommendation} ({runs} runs, {secs:.1} s)");
+            cells.push(report);
+        }
+        let md = match crate::report::render_value("optimize.md.j2", crate::report::OPTIMIZE_MD, &json!({"plan": planned.plan.name, "cells": cells})) {
+            Ok(md) => md,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::RUNTIME;
+            }
+        };
+        if let Err(e) = write_atomic(&root.join("report.md"), md.as_bytes()) {
+            eprintln!("error: cannot write report.md: {e}");
+            return exit::RUNTIME;
+        }
+        println!("{md}");
+        code
+    })
+}

@@ -1,0 +1,146 @@
+//! SLO searches against simulators whose capacity follows from their model.
+
+use serde_json::Value;
+
+use crate::support::{benchplan, stderr};
+
+fn search(name: &str, plan: &str) -> Value {
+    let dir = std::env::temp_dir().join(format!("benchplan-opt-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plan.toml");
+    std::fs::write(&path, plan).unwrap();
+    let out = benchplan(&[
+        "optimize",
+        path.to_str().unwrap(),
+        "--results-dir",
+        dir.join("r").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let opt = std::fs::read_dir(dir.join("r/optimize"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let cell = std::fs::read_dir(&opt)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(cell.join("optimization_report.json")).unwrap(),
+    )
+    .unwrap();
+    // The answer is a value that was measured and passed, and its file is in the archive.
+    let answer = report["optimal_value"].as_f64().expect("an answer");
+    let stage = if cell.join("stage1").is_dir() {
+        cell.join("stage1")
+    } else {
+        cell.clone()
+    };
+    let evidence = report["exploration_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["value"].as_f64() == Some(answer) && s["slo_pass"] == true);
+    let file = evidence.expect("the answer appears in the history as a passing run")["file"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(stage.join(&file).is_file(), "{file} archived");
+    assert!(opt.join("report.md").is_file());
+    let runs = report["runs"].as_u64().unwrap();
+    eprintln!(
+        "{name}: answer {answer} in {runs} runs, {:.1} s",
+        report["total_seconds"].as_f64().unwrap()
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    report
+}
+
+const BUDGET: &str = "warmup_prompts = 20\nprobe = { multiplier = 3, floor = 30 }\nbisect = { multiplier = 4, floor = 40 }\nvalidation = { multiplier = 6, floor = 60 }\n";
+
+#[test]
+fn mode_a_max_concurrency_under_a_tpot_slo() {
+    // Load factor 1 + (3 - 1)(c - 1)/(21 - 1) on a 2 ms step: mean TPOT = 2 + 0.2 (c - 1) ms.
+    // TPOT <= 4.1 ms holds up to c = 11 (4.0 ms) and breaks at 12 (4.2 ms): the answer is 11.
+    let report = search(
+        "a",
+        &format!(
+            "[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"2ms\", prefill_overhead = \"1ms\", max_num_seqs = 21, time_factor_under_load = 3.0 }}\n\
+             [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 6 }}\n[slo]\nmean_tpot = \"<= 4.1ms\"\n\
+             [optimize]\nsearch = \"max_concurrency\"\nmin = 1\nmax = 64\n{BUDGET}"
+        ),
+    );
+    let answer = report["optimal_value"].as_f64().unwrap();
+    assert!(
+        (10.0..=11.0).contains(&answer),
+        "expected 11 (within 5%), got {answer}"
+    );
+    assert_eq!(report["ending"], "validated");
+}
+
+#[test]
+fn mode_b_request_rate_below_saturation() {
+    // Two slots, each request 4 + 4 x 4 = 20 ms: capacity 2 / 0.020 s = 100 req/s. Below it
+    // TTFT stays near 4 ms; above it the queue grows for the whole run.
+    let report = search(
+        "b",
+        &format!(
+            "[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"4ms\", prefill_overhead = \"4ms\", max_num_seqs = 2 }}\n\
+             [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 5 }}\nburstiness = 1000.0\n[slo]\np99_ttft = \"<= 40ms\"\n\
+             [optimize]\nsearch = \"request_rate\"\nmin = 10\nmax = 400\n{}",
+            BUDGET
+                .replace("multiplier = 3", "multiplier = 1")
+                .replace("multiplier = 4", "multiplier = 1.5")
+                .replace("multiplier = 6", "multiplier = 2")
+        ),
+    );
+    let answer = report["optimal_value"].as_f64().unwrap();
+    assert!(
+        (90.0..=105.0).contains(&answer),
+        "expected about 100 req/s, got {answer}"
+    );
+}
+
+#[test]
+fn mode_d_smallest_concurrency_that_sustains_a_rate() {
+    // At 100 req/s with 15 ms per request, Little's law needs 100 x 0.015 = 1.5 in flight:
+    // one slot carries 66 req/s, two carry 133. The answer is 2.
+    let report = search(
+        "d",
+        &format!(
+            "[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"3ms\", prefill_overhead = \"3ms\", max_num_seqs = 16 }}\n\
+             [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 5 }}\nburstiness = 1000.0\n[slo]\nsuccess_rate = \">= 99%\"\n\
+             [optimize]\nsearch = \"max_concurrency\"\nrequest_rate = 100\nmin = 1\nmax = 64\n{}",
+            BUDGET
+                .replace("multiplier = 3", "multiplier = 0.1")
+                .replace("multiplier = 4", "multiplier = 0.1")
+                .replace("multiplier = 6", "multiplier = 0.1")
+        ),
+    );
+    assert_eq!(report["optimal_value"].as_f64(), Some(2.0), "{report}");
+}
+
+#[test]
+fn a_search_that_cannot_meet_its_slo_at_the_minimum_exits_3() {
+    let dir = std::env::temp_dir().join(format!("benchplan-opt-min-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plan.toml");
+    std::fs::write(
+        &path,
+        "[services.s]\nsim = { preset = \"ground-truth\" }\n[defaults]\ndataset = { name = \"random\", input_len = 8, output_len = 4 }\n\
+         [slo]\np99_ttft = \"<= 5ms\"\n[optimize]\nsearch = \"max_concurrency\"\nwarmup_prompts = 10\n",
+    )
+    .unwrap();
+    let out = benchplan(&[
+        "optimize",
+        path.to_str().unwrap(),
+        "--results-dir",
+        dir.join("r").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(crate::support::stdout(&out).contains("cannot meet the SLOs even at the minimum load"));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -343,7 +343,7 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
             eprintln!("  {recommendation} ({runs} runs, {secs:.1} s)");
             cells.push(report);
         }
-        let md = match crate::report::render_value("optimize.md.j2", crate::report::OPTIMIZE_MD, &json!({"plan": planned.plan.name, "cells": cells})) {
+        let md = match crate::report::render("optimize.md.j2", crate::report::OPTIMIZE_MD, &json!({"plan": planned.plan.name, "cells": cells})) {
             Ok(md) => md,
             Err(e) => {
                 eprintln!("error: {e}");

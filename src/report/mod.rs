@@ -13,11 +13,12 @@ pub const REPORT_MD: &str = include_str!("../../templates/report.md.j2");
 /// The built-in report of SLO searches.
 pub const OPTIMIZE_MD: &str = include_str!("../../templates/optimize.md.j2");
 
-/// Renders a template over any serialisable value (as `r`).
-pub fn render_value(
+/// Renders a template over a value it sees as `r` (the report view model, or the
+/// searches' reports). Errors name the template, the line and the problem.
+pub fn render<T: serde::Serialize>(
     template_name: &str,
     source: &str,
-    value: &serde_json::Value,
+    value: &T,
 ) -> Result<String, String> {
     let mut env = Environment::new();
     env.set_trim_blocks(true);
@@ -27,23 +28,6 @@ pub fn render_value(
         .map_err(|e| describe(&e))?;
     let t = env.get_template(template_name).map_err(|e| describe(&e))?;
     t.render(minijinja::context! { r => value })
-        .map_err(|e| describe(&e))
-}
-
-/// Renders a template over the view model. Errors name the template, line and problem.
-pub fn render(
-    template_name: &str,
-    source: &str,
-    view: &view::ReportView,
-) -> Result<String, String> {
-    let mut env = Environment::new();
-    env.set_trim_blocks(true);
-    env.set_lstrip_blocks(true);
-    env.add_filter("num", num);
-    env.add_template(template_name, source)
-        .map_err(|e| describe(&e))?;
-    let t = env.get_template(template_name).map_err(|e| describe(&e))?;
-    t.render(minijinja::context! { r => view })
         .map_err(|e| describe(&e))
 }
 

@@ -538,33 +538,13 @@ async fn a_tokenizer_json_counts_the_tokens() {
 
 #[test]
 fn benchplan_sim_runs_as_a_process() {
-    use std::io::{BufRead, BufReader};
     let dir = std::env::temp_dir().join(format!("benchplan-simcfg-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("sim.yaml");
     std::fs::write(&cfg, "preset: fast\nmodel: my-model\nmax_model_len: 512\n").unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
-        .args([
-            "sim",
-            "--port",
-            "0",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--set",
-            "itl=1ms",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .to_string();
+    let sim =
+        crate::support::SimProcess::start(&["--config", cfg.to_str().unwrap(), "--set", "itl=1ms"]);
+    let (url, line) = (sim.url.clone(), sim.line.clone());
     assert!(
         line.contains("my-model") && line.contains("itl 1 ms"),
         "{line}"
@@ -583,8 +563,7 @@ fn benchplan_sim_runs_as_a_process() {
             .await
             .unwrap()
     });
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(sim);
     let v: Value = serde_json::from_str(&models).unwrap();
     assert_eq!(v["data"][0]["id"], "my-model");
     assert_eq!(v["data"][0]["max_model_len"], 512);

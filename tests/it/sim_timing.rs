@@ -1,6 +1,8 @@
 //! The simulator's latencies measured at the client against the configured ones.
 //! Tolerances come from measurement on the 2-core CI machine: the engine thread wakes
-//! within ~0.1 ms of a deadline; the rest is loopback and scheduling noise.
+//! within ~0.1 ms of a deadline; the rest is loopback and scheduling noise. Measured
+//! mean TTFT error: 0.5-0.8 ms idle, up to 2.4 ms while a compiler loads both cores,
+//! hence 3 ms; the mean ITL stays within 0.1 ms even then.
 
 use std::time::{Duration, Instant};
 
@@ -55,7 +57,7 @@ async fn ground_truth_ttft_and_itl_match_the_configuration() {
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let (ttft, itl) = (mean(&ttfts), mean(&gaps));
     assert!(
-        (ttft - 20.0).abs() < 1.5,
+        (ttft - 20.0).abs() < 3.0,
         "mean TTFT {ttft:.3} ms, configured 20 ms"
     );
     assert!(

@@ -49,6 +49,8 @@ pub fn stderr(o: &Output) -> String {
 pub struct SimProcess {
     child: std::process::Child,
     pub url: String,
+    /// The line the simulator printed when it started.
+    pub line: String,
 }
 
 impl SimProcess {
@@ -69,7 +71,7 @@ impl SimProcess {
             .find(|w| w.starts_with("http://"))
             .expect("the sim prints its URL")
             .to_string();
-        SimProcess { child, url }
+        SimProcess { child, url, line }
     }
 }
 

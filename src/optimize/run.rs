@@ -115,6 +115,115 @@ fn config(opt: &Optimize, integer: bool, smallest: bool, min: f64, max: f64) -> 
     }
 }
 
+/// One measured run at `req.value`: its verdict, and its result JSON (also written to `dir/file`).
+#[allow(clippy::too_many_arguments)]
+async fn evaluate(
+    planned: &Planned,
+    case: &Case,
+    svc: &Service,
+    r: &Resolved,
+    var: Var,
+    req: Request,
+    file: &str,
+    dir: &Path,
+) -> (Eval, Option<(String, Value)>) {
+    let opt = planned.plan.optimize.as_ref().expect("an optimize block");
+    let mut p: CaseParams = case.params.clone();
+    match var {
+        Var::Concurrency { fixed_rate } => {
+            p.max_concurrency = Some(req.value as u64);
+            if let Some(rate) = fixed_rate {
+                p.request_rate = Rate(rate);
+            }
+        }
+        Var::Rate { fixed_concurrency } => {
+            p.request_rate = Rate(req.value);
+            p.max_concurrency = fixed_concurrency;
+        }
+    }
+    p.num_prompts = req.prompts;
+    let file = file.to_string();
+    {
+        if !opt.cooldown.0.is_zero() {
+            tokio::time::sleep(opt.cooldown.0).await;
+        }
+        let opts = RunOptions {
+            data_dir: planned.source.dir.clone(),
+            ..RunOptions::default()
+        };
+        let res = match execute(r, svc, &p, &opts).await {
+            Ok(res) => res,
+            Err(e) => return (Eval::Infra(format!("{e}; {}", health(r).await)), None),
+        };
+        let s = &res.summary;
+        // Every request refused or unanswered is an outage, not an SLO verdict.
+        let infra = s.completed == 0
+            && s.errors_by_kind
+                .keys()
+                .all(|k| k == "connection" || k == "timeout" || k == "http_503");
+        if infra {
+            return (
+                Eval::Infra(format!(
+                    "no request succeeded ({:?}); {}",
+                    s.errors_by_kind,
+                    health(r).await
+                )),
+                None,
+            );
+        }
+        let (mut margin, mut violations, judged) = margins(&planned.optimize_slos, s);
+        if let Var::Concurrency {
+            fixed_rate: Some(rate),
+        } = var
+        {
+            // Sustaining a rate: achieved throughput within the tolerance of it.
+            let want = rate * (1.0 - opt.rate_tolerance.0);
+            let m = (s.request_throughput - want) / want;
+            if s.request_throughput < want {
+                violations.push(format!(
+                    "achieved {:.2} req/s, below {:.2} (the rate less {}%)",
+                    s.request_throughput,
+                    want,
+                    opt.rate_tolerance.0 * 100.0
+                ));
+            }
+            margin = margin.min(if s.request_throughput >= want {
+                m.max(0.0)
+            } else {
+                m.min(-f64::EPSILON)
+            });
+        }
+        let header = Header {
+            date: timefmt::stamp_dash(SystemTime::now()),
+            label: Some(case.id.clone()),
+            model_id: r.model.clone(),
+            tokenizer_id: Some(r.tokenizer_id.clone()),
+        };
+        let mut extras = Map::new();
+        extras.insert("case_id".into(), json!(case.id));
+        extras.insert("phase".into(), json!(req.phase));
+        extras.insert("violations".into(), json!(violations));
+        let result = result_json(&header, &p, s, false, extras);
+        if let Err(e) = write_atomic(
+            &dir.join(&file),
+            &json_bytes(&Value::Object(result.clone())),
+        ) {
+            return (Eval::Infra(format!("cannot write {file}: {e}")), None);
+        }
+        let stored = (file.clone(), Value::Object(result));
+        (
+            Eval::Measured {
+                pass: violations.is_empty(),
+                margin,
+                violations,
+                judged,
+                file,
+            },
+            Some(stored),
+        )
+    }
+}
+
 /// One search stage for one cell. Returns the outcome and each run's result JSON by file.
 async fn stage(
     planned: &Planned,
@@ -125,101 +234,35 @@ async fn stage(
     cfg: &Config,
     dir: &Path,
 ) -> (Outcome, Map<String, Value>) {
-    let opt = planned.plan.optimize.as_ref().expect("an optimize block");
     let results = std::cell::RefCell::new(Map::new());
-    let data_dir = planned.source.dir.clone();
     let eval = |req: Request| {
-        let mut p: CaseParams = case.params.clone();
-        match var {
-            Var::Concurrency { fixed_rate } => {
-                p.max_concurrency = Some(req.value as u64);
-                if let Some(rate) = fixed_rate {
-                    p.request_rate = Rate(rate);
-                }
-            }
-            Var::Rate { fixed_concurrency } => {
-                p.request_rate = Rate(req.value);
-                p.max_concurrency = fixed_concurrency;
-            }
-        }
-        p.num_prompts = req.prompts;
-        let file = file_name(&req, var);
         let results = &results;
-        let data_dir = data_dir.clone();
         async move {
-            if !opt.cooldown.0.is_zero() {
-                tokio::time::sleep(opt.cooldown.0).await;
+            let (e, result) =
+                evaluate(planned, case, svc, r, var, req, &file_name(&req, var), dir).await;
+            if let Some((file, v)) = result {
+                results.borrow_mut().insert(file, v);
             }
-            let opts = RunOptions {
-                data_dir,
-                ..RunOptions::default()
-            };
-            let res = match execute(r, svc, &p, &opts).await {
-                Ok(res) => res,
-                Err(e) => return Eval::Infra(e),
-            };
-            let s = &res.summary;
-            // Every request refused or unanswered is an outage, not an SLO verdict.
-            let infra = s.completed == 0
-                && s.errors_by_kind
-                    .keys()
-                    .all(|k| k == "connection" || k == "timeout" || k == "http_503");
-            if infra {
-                return Eval::Infra(format!("no request succeeded ({:?})", s.errors_by_kind));
-            }
-            let (mut margin, mut violations, judged) = margins(&planned.optimize_slos, s);
-            if let Var::Concurrency {
-                fixed_rate: Some(rate),
-            } = var
-            {
-                // Sustaining a rate: achieved throughput within the tolerance of it.
-                let want = rate * (1.0 - opt.rate_tolerance.0);
-                let m = (s.request_throughput - want) / want;
-                if s.request_throughput < want {
-                    violations.push(format!(
-                        "achieved {:.2} req/s, below {:.2} (the rate less {}%)",
-                        s.request_throughput,
-                        want,
-                        opt.rate_tolerance.0 * 100.0
-                    ));
-                }
-                margin = margin.min(if s.request_throughput >= want {
-                    m.max(0.0)
-                } else {
-                    m.min(-f64::EPSILON)
-                });
-            }
-            let header = Header {
-                date: timefmt::stamp_dash(SystemTime::now()),
-                label: Some(case.id.clone()),
-                model_id: r.model.clone(),
-                tokenizer_id: Some(r.tokenizer_id.clone()),
-            };
-            let mut extras = Map::new();
-            extras.insert("case_id".into(), json!(case.id));
-            extras.insert("phase".into(), json!(req.phase));
-            extras.insert("violations".into(), json!(violations));
-            let result = result_json(&header, &p, s, false, extras);
-            if let Err(e) = write_atomic(
-                &dir.join(&file),
-                &json_bytes(&Value::Object(result.clone())),
-            ) {
-                return Eval::Infra(format!("cannot write {file}: {e}"));
-            }
-            results
-                .borrow_mut()
-                .insert(file.clone(), Value::Object(result));
-            Eval::Measured {
-                pass: violations.is_empty(),
-                margin,
-                violations,
-                judged,
-                file,
-            }
+            e
         }
     };
     let outcome = search(cfg, eval).await;
     (outcome, results.into_inner())
+}
+
+/// The health check made when a run fails for infrastructure reasons (the search then
+/// retries once): what /health says, for the record.
+async fn health(r: &Resolved) -> String {
+    match r
+        .client
+        .get(format!("{}/health", r.base_url))
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+    {
+        Ok(resp) => format!("/health answered HTTP {}", resp.status().as_u16()),
+        Err(e) => format!("/health did not answer: {e}"),
+    }
 }
 
 fn metrics_at(results: &Map<String, Value>, outcome: &Outcome) -> Value {
@@ -290,6 +333,7 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
             let stage1_dir = if opt.search == SearchVar::Both { dir.join("stage1") } else { dir.clone() };
             let (mut outcome, mut results) = stage(planned, case, svc, &r, stages[0].0, &stages[0].1, &stage1_dir).await;
             let mut stage2 = None;
+            let stage1_runs = outcome.history.len();
             if opt.search == SearchVar::Both {
                 if let Some(c) = outcome.answer {
                     let (v, cfg) = rate(Some(c as u64));
@@ -299,8 +343,32 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
                     outcome = o2;
                 }
             }
+            // Two-stage: look one step around the answer, for the record (the answer stays).
+            let mut neighbourhood = Vec::new();
+            if let (Some((c, _)), Some(rate_found)) = (&stage2, outcome.answer) {
+                let c = *c as u64;
+                let stepped = ((rate_found * (1.0 + opt.tolerance.0)) * 100.0).round() / 100.0;
+                for (conc, rate_v) in [(c + 1, rate_found), (c.saturating_sub(1).max(1), rate_found), (c, stepped)] {
+                    if (conc, rate_v) == (c, rate_found) {
+                        continue;
+                    }
+                    let var = Var::Rate { fixed_concurrency: Some(conc) };
+                    let req = Request { phase: Phase::Validation, index: 1, value: rate_v, prompts: opt.validation.floor };
+                    let file = format!("neighbour_c{conc}_r{rate_v}.json");
+                    let (e, _) = evaluate(planned, case, svc, &r, var, req, &file, &dir.join("stage2")).await;
+                    let (pass, violations) = match e {
+                        Eval::Measured { pass, violations, .. } => (Some(pass), violations),
+                        Eval::Infra(msg) => (None, vec![msg]),
+                    };
+                    if pass == Some(true) && (conc > c || rate_v > rate_found) {
+                        outcome.notes.push(format!("the neighbour max_concurrency={conc}, request_rate={rate_v} also meets the SLOs"));
+                    }
+                    neighbourhood.push(json!({"max_concurrency": conc, "request_rate": rate_v, "pass": pass, "violations": violations, "file": file}));
+                }
+            }
             let secs = t0.elapsed().as_secs_f64();
-            let runs = outcome.history.len() + stage2.as_ref().map_or(0, |_| 0);
+            // Every run of the search: both stages, and the look around the answer.
+            let runs = if stage2.is_some() { stage1_runs + outcome.history.len() + neighbourhood.len() } else { outcome.history.len() };
             let param = match (opt.search, stage2.is_some()) {
                 (SearchVar::RequestRate, _) | (SearchVar::Both, true) => "request_rate",
                 _ => "max_concurrency",
@@ -324,6 +392,7 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
                 "search": opt.search,
                 "optimal_value": outcome.answer,
                 "concurrency_stage1": stage2.as_ref().map(|(c, _)| c),
+                "neighbourhood": neighbourhood,
                 "slo_targets": planned.optimize_slos.iter().map(|(s, _)| json!({"key": s.key, "direction": s.op.symbol(), "value": s.threshold})).collect::<Vec<_>>(),
                 "recommendation": recommendation,
                 "ending": outcome.ending,

@@ -34,10 +34,14 @@ fn search(name: &str, plan: &str) -> Value {
     .unwrap();
     // The answer is a value that was measured and passed, and its file is in the archive.
     let answer = report["optimal_value"].as_f64().expect("an answer");
-    let stage = if cell.join("stage1").is_dir() {
-        cell.join("stage1")
-    } else {
-        cell.clone()
+    let archived = |f: &str| {
+        [
+            cell.join(f),
+            cell.join("stage1").join(f),
+            cell.join("stage2").join(f),
+        ]
+        .iter()
+        .any(|p| p.is_file())
     };
     let evidence = report["exploration_history"]
         .as_array()
@@ -48,7 +52,7 @@ fn search(name: &str, plan: &str) -> Value {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(stage.join(&file).is_file(), "{file} archived");
+    assert!(archived(&file), "{file} archived");
     assert!(opt.join("report.md").is_file());
     let runs = report["runs"].as_u64().unwrap();
     eprintln!(
@@ -143,4 +147,39 @@ fn a_search_that_cannot_meet_its_slo_at_the_minimum_exits_3() {
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(crate::support::stdout(&out).contains("cannot meet the SLOs even at the minimum load"));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn mode_c_rate_under_a_fixed_concurrency_and_mode_e_two_stages() {
+    // C: two slots of 20 ms (100 req/s) behind a client cap of 4. Above 100 req/s the
+    // server queue holds up to two requests, so TTFT jumps from ~4 ms to ~24 ms.
+    let sim = "[services.s]\nsim = { preset = \"ground-truth\", itl = \"4ms\", prefill_overhead = \"4ms\", max_num_seqs = 2 }\n\
+               [defaults]\ndataset = { name = \"random\", input_len = 8, output_len = 5 }\nburstiness = 1000.0\n[slo]\np99_ttft = \"<= 15ms\"\n";
+    let budget = BUDGET
+        .replace("multiplier = 3", "multiplier = 1")
+        .replace("multiplier = 4", "multiplier = 1.5")
+        .replace("multiplier = 6", "multiplier = 2");
+    let report = search(
+        "c",
+        &format!(
+            "{sim}[optimize]\nsearch = \"request_rate\"\nmax_concurrency = 4\nmin = 10\nmax = 400\n{budget}"
+        ),
+    );
+    let answer = report["optimal_value"].as_f64().unwrap();
+    assert!(
+        (88.0..=105.0).contains(&answer),
+        "expected about 100 req/s, got {answer}"
+    );
+    // E: concurrency first, then the rate at that concurrency, then a look around.
+    let small = "warmup_prompts = 5\nprobe = { multiplier = 1, floor = 10 }\nbisect = { multiplier = 1, floor = 10 }\nvalidation = { multiplier = 1, floor = 10 }\n";
+    let report = search(
+        "e",
+        &format!("{sim}[optimize]\nsearch = \"both\"\nmin = 2\nmax = 8\n{small}"),
+    );
+    assert!(report["concurrency_stage1"].as_f64().is_some(), "{report}");
+    assert_eq!(
+        report["neighbourhood"].as_array().unwrap().len(),
+        3,
+        "{report}"
+    );
 }

@@ -381,11 +381,34 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
                 (Ending::Infrastructure(e), _) => format!("The search stopped: the service failed ({e})."),
                 _ => "No value met the SLOs.".to_string(),
             };
-            code = code.max(match outcome.ending {
-                Ending::Infrastructure(_) => exit::RUNTIME,
-                Ending::FailsAtMinimum => exit::SLO_VIOLATED,
-                _ => exit::OK,
+            // Against a baseline search: a lower answer (a higher one when searching the
+            // smallest concurrency that sustains a rate) beyond the threshold regresses.
+            let baseline = opt.baseline.as_ref().and_then(|b| {
+                let text = std::fs::read_to_string(b.join(&case.id).join("optimization_report.json")).ok()?;
+                let old: Value = serde_json::from_str(&text).ok()?;
+                let before = old["optimal_value"].as_f64()?;
+                let t = planned.plan.report.regression_threshold.0;
+                let smallest = opt.search == SearchVar::MaxConcurrency && opt.request_rate.is_some();
+                let (regression, delta) = match outcome.answer {
+                    Some(now) => ((if smallest { now > before * (1.0 + t) } else { now < before * (1.0 - t) }), (now - before) / before * 100.0),
+                    None => (true, -100.0),
+                };
+                Some(json!({"value": before, "delta_pct": delta, "threshold_pct": t * 100.0, "regression": regression}))
             });
+            let regressed = baseline.as_ref().is_some_and(|b| b["regression"] == true);
+            code = [exit::RUNTIME, exit::SLO_VIOLATED, exit::REGRESSION]
+                .into_iter()
+                .find(|c| {
+                    *c == code
+                        || *c
+                            == match outcome.ending {
+                                Ending::Infrastructure(_) => exit::RUNTIME,
+                                Ending::FailsAtMinimum => exit::SLO_VIOLATED,
+                                _ if regressed => exit::REGRESSION,
+                                _ => exit::OK,
+                            }
+                })
+                .unwrap_or(exit::OK);
             let report = json!({
                 "case_id": case.id,
                 "service": case.service,
@@ -393,6 +416,7 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
                 "optimal_value": outcome.answer,
                 "concurrency_stage1": stage2.as_ref().map(|(c, _)| c),
                 "neighbourhood": neighbourhood,
+                "baseline": baseline,
                 "slo_targets": planned.optimize_slos.iter().map(|(s, _)| json!({"key": s.key, "direction": s.op.symbol(), "value": s.threshold})).collect::<Vec<_>>(),
                 "recommendation": recommendation,
                 "ending": outcome.ending,
@@ -422,6 +446,13 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
         if let Err(e) = write_atomic(&root.join("report.md"), md.as_bytes()) {
             eprintln!("error: cannot write report.md: {e}");
             return exit::RUNTIME;
+        }
+        // The newest search, for `baseline = "bench_results/optimize/latest"`.
+        if let (Some(parent), Some(name)) = (root.parent(), root.file_name()) {
+            let latest = parent.join("latest");
+            let _ = std::fs::remove_file(&latest);
+            #[cfg(unix)]
+            let _ = std::os::unix::fs::symlink(name, &latest);
         }
         println!("{md}");
         code

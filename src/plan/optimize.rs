@@ -80,6 +80,10 @@ pub struct Optimize {
     /// SLOs for this search; defaults to the plan's `slo`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloSpec>,
+    /// An earlier search folder (such as bench_results/optimize/latest): an answer worse
+    /// than its answer by more than report.regression_threshold is a regression (exit 4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<std::path::PathBuf>,
 }
 
 impl Default for Optimize {
@@ -111,6 +115,7 @@ impl Default for Optimize {
             rate_tolerance: Percent(0.05),
             cooldown: Dur::default(),
             slo: None,
+            baseline: None,
         }
     }
 }

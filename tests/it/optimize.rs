@@ -183,3 +183,41 @@ fn mode_c_rate_under_a_fixed_concurrency_and_mode_e_two_stages() {
         "{report}"
     );
 }
+
+#[test]
+fn a_lower_answer_than_the_baseline_search_exits_4() {
+    let dir = std::env::temp_dir().join(format!("benchplan-opt-base-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let results = dir.join("r");
+    let plan = |factor: f64, baseline: &str| {
+        format!(
+            "[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"2ms\", prefill_overhead = \"1ms\", max_num_seqs = 21, time_factor_under_load = {factor} }}\n\
+             [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 6 }}\n[slo]\nmean_tpot = \"<= 4.1ms\"\n\
+             [optimize]\nsearch = \"max_concurrency\"\nmin = 1\nmax = 64\n{baseline}{BUDGET}"
+        )
+    };
+    let run = |text: String| {
+        let path = dir.join("plan.toml");
+        std::fs::write(&path, text).unwrap();
+        benchplan(&[
+            "optimize",
+            path.to_str().unwrap(),
+            "--results-dir",
+            results.to_str().unwrap(),
+        ])
+    };
+    let out = run(plan(3.0, ""));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // a new folder name
+    // A steeper slowdown under load: mean TPOT = 2 + 0.4 (c - 1) ms, so the answer falls from 11 to 6.
+    let latest = results.join("optimize/latest");
+    let out = run(plan(5.0, &format!("baseline = \"{}\"\n", latest.display())));
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        crate::support::stdout(&out).contains("Baseline answer 11"),
+        "{}",
+        crate::support::stdout(&out)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

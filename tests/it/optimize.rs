@@ -221,3 +221,43 @@ fn a_lower_answer_than_the_baseline_search_exits_4() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn run_runs_the_matrix_then_the_searches() {
+    let dir = std::env::temp_dir().join(format!("benchplan-opt-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plan.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"2ms\", prefill_overhead = \"1ms\", max_num_seqs = 21, time_factor_under_load = 3.0 }}\n\
+             [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 6 }}\nnum_prompts = 5\n[slo]\nmean_tpot = \"<= 4.1ms\"\n\
+             [optimize]\nsearch = \"max_concurrency\"\nmin = 1\nmax = 64\n{BUDGET}"
+        ),
+    )
+    .unwrap();
+    // The matrix case sends its 5 prompts at once (5 in flight: TPOT 2.8 ms, within the SLO).
+    let out = benchplan(&[
+        "run",
+        path.to_str().unwrap(),
+        "--results-dir",
+        dir.join("r").to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        dir.join("r/batch/latest/report.md").is_file(),
+        "the matrix ran"
+    );
+    assert!(
+        dir.join("r/optimize/latest/report.md").is_file(),
+        "then the search"
+    );
+    let text = crate::support::stdout(&out);
+    assert!(
+        text.contains("# Benchmark report") && text.contains("# SLO search"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -176,18 +176,27 @@ async fn evaluate(
             fixed_rate: Some(rate),
         } = var
         {
-            // Sustaining a rate: achieved throughput within the tolerance of it.
+            // Sustaining a rate: throughput within the tolerance of it, measured over the
+            // arrival window (the run less one mean E2EL). Over the whole run, the last
+            // request's latency alone would pull a short run below any tolerance.
+            let mean_e2el = s
+                .stat(crate::plan::Metric::E2el)
+                .map_or(0.0, |e| e.mean / 1e3);
+            let window = (s.duration - mean_e2el).max(s.duration * 0.5);
+            let achieved = if window > 0.0 {
+                s.completed as f64 / window
+            } else {
+                0.0
+            };
             let want = rate * (1.0 - opt.rate_tolerance.0);
-            let m = (s.request_throughput - want) / want;
-            if s.request_throughput < want {
+            let m = (achieved - want) / want;
+            if achieved < want {
                 violations.push(format!(
-                    "achieved {:.2} req/s, below {:.2} (the rate less {}%)",
-                    s.request_throughput,
-                    want,
+                    "sustained {achieved:.2} req/s, below {want:.2} (the rate less {}%)",
                     opt.rate_tolerance.0 * 100.0
                 ));
             }
-            margin = margin.min(if s.request_throughput >= want {
+            margin = margin.min(if achieved >= want {
                 m.max(0.0)
             } else {
                 m.min(-f64::EPSILON)

@@ -278,7 +278,7 @@ fn dry_run_prints_lengths_and_sends_nothing() {
 
 fn sim_plan(itl: &str, extra: &str) -> String {
     format!(
-        "name = \"cmp\"\n[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"{itl}\", prefill_overhead = \"5ms\" }}\n\
+        "name = \"cmp\"\n[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"{itl}\", prefill_overhead = \"20ms\" }}\n\
          [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 8 }}\nnum_prompts = 30\nmetric_percentiles = [50, 99]\n\
          [matrix]\nmax_concurrency = [2, 4]\n{extra}"
     )

@@ -1,7 +1,6 @@
 //! The result JSON: every key `vllm bench serve --save-result` writes, in its order,
 //! names and units (reference §3), then benchplan's additions under `benchplan`.
 
-use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 
 use crate::metrics::summary::{LatencyStats, Summary};
@@ -219,34 +218,6 @@ fn python_float(x: f64) -> String {
     } else {
         format!("{x}")
     }
-}
-
-/// Percentile keys of a result, for tables that read results back.
-pub fn read_stat(result: &Map<String, Value>, key: &str) -> Option<f64> {
-    result.get(key).and_then(Value::as_f64)
-}
-
-/// Turns a JSON map into an ordered map of strings (for CSV rows).
-pub fn flatten_numbers(result: &Map<String, Value>) -> IndexMap<String, String> {
-    result
-        .iter()
-        .filter(|(_, v)| v.is_number() || v.is_string() || v.is_null() || v.is_boolean())
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                v.as_str().map_or_else(
-                    || {
-                        if v.is_null() {
-                            String::new()
-                        } else {
-                            v.to_string()
-                        }
-                    },
-                    str::to_string,
-                ),
-            )
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use std::sync::Arc;
 
-use super::engine::{Event, Finish};
+use super::engine::Event;
 
 /// Why a stream was cut (an injected disconnect).
 #[derive(Debug)]
@@ -205,9 +205,4 @@ impl Body for SimBody {
             SimBody::Sse(_) => SizeHint::default(),
         }
     }
-}
-
-/// Keeps `Finish` in this module's public vocabulary for non-streamed answers.
-pub fn finish_reason(f: Option<Finish>) -> &'static str {
-    f.map_or("length", Finish::as_str)
 }

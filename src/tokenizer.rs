@@ -373,15 +373,8 @@ pub async fn hf_download_tokenizer(
         }
         let resp = match req.send().await {
             Ok(r) if r.status().is_success() => r,
-            Ok(r) if !required => {
-                let _ = r;
-                continue;
-            }
+            Ok(_) | Err(_) if !required => continue,
             Ok(r) => return Err(format!("{url} answered HTTP {}", r.status().as_u16())),
-            Err(e) if !required => {
-                let _ = e;
-                continue;
-            }
             Err(e) => return Err(format!("cannot download {url}: {e}")),
         };
         let bytes = resp

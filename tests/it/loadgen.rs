@@ -24,6 +24,14 @@ fn sim_service(preset: Preset, params: SimParams) -> Service {
     }
 }
 
+/// Options without the smoke request, for runs whose first request may fail on purpose.
+fn no_smoke() -> RunOptions {
+    RunOptions {
+        smoke: false,
+        ..RunOptions::default()
+    }
+}
+
 fn fixture_tokenizer() -> String {
     crate::support::repo()
         .join("tests/fixtures/tokenizer")
@@ -202,17 +210,7 @@ async fn a_server_nobody_listens_on_gives_connection_errors() {
     };
     let resolved = resolve(&svc, false, None).await.unwrap();
     let p = params(5, 8, 4);
-    let r = execute(
-        &resolved,
-        &svc,
-        &p,
-        &RunOptions {
-            smoke: false,
-            ..RunOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let r = execute(&resolved, &svc, &p, &no_smoke()).await.unwrap();
     assert_eq!((r.summary.completed, r.summary.failed), (0, 5));
     assert_eq!(r.summary.errors_by_kind.get("connection"), Some(&5));
     let e = execute(&resolved, &svc, &p, &RunOptions::default())
@@ -461,17 +459,7 @@ async fn request_timeouts_are_counted() {
         request_timeout: Some(Dur::from_secs_f64(0.1)),
         ..params(4, 8, 20)
     };
-    let r = execute(
-        &resolved,
-        &svc,
-        &p,
-        &RunOptions {
-            smoke: false,
-            ..RunOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let r = execute(&resolved, &svc, &p, &no_smoke()).await.unwrap();
     assert_eq!(
         r.summary.errors_by_kind.get("timeout"),
         Some(&4),

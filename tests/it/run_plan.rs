@@ -18,6 +18,17 @@ fn write_plan(dir: &Path, text: &str) -> String {
     p.to_str().unwrap().to_string()
 }
 
+/// `benchplan run PLAN --results-dir DIR --quiet`.
+fn run_quiet(plan: &str, results: &Path) -> std::process::Output {
+    benchplan(&[
+        "run",
+        plan,
+        "--results-dir",
+        results.to_str().unwrap(),
+        "--quiet",
+    ])
+}
+
 fn batch_dir(results: &Path) -> PathBuf {
     let batch = results.join("batch");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&batch)
@@ -56,13 +67,7 @@ fn a_plan_runs_into_the_results_tree() {
     let dir = temp("tree");
     let plan = write_plan(&dir, TWO_SIMS);
     let results = dir.join("bench_results");
-    let out = benchplan(&[
-        "run",
-        &plan,
-        "--results-dir",
-        results.to_str().unwrap(),
-        "--quiet",
-    ]);
+    let out = run_quiet(&plan, &results);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let b = batch_dir(&results);
     assert!(
@@ -145,13 +150,7 @@ fn a_violated_slo_exits_3() {
         &dir,
         &TWO_SIMS.replace("p99_ttft = \"<= 2s\"", "mean_tpot = \"<= 1.5ms\""),
     );
-    let out = benchplan(&[
-        "run",
-        &plan,
-        "--results-dir",
-        dir.join("r").to_str().unwrap(),
-        "--quiet",
-    ]);
+    let out = run_quiet(&plan, &dir.join("r"));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let report = std::fs::read_to_string(batch_dir(&dir.join("r")).join("report.md")).unwrap();
     assert!(report.contains("| FAIL |"), "{report}");
@@ -166,13 +165,7 @@ fn a_failing_service_is_a_recorded_failed_case_and_the_others_run() {
         "sim = { preset = \"fast\", failure_rate = 1.0 }",
     );
     let plan = write_plan(&dir, &text);
-    let out = benchplan(&[
-        "run",
-        &plan,
-        "--results-dir",
-        dir.join("r").to_str().unwrap(),
-        "--quiet",
-    ]);
+    let out = run_quiet(&plan, &dir.join("r"));
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let b = batch_dir(&dir.join("r"));
     let manifest: serde_json::Value =
@@ -205,13 +198,7 @@ fn an_unreachable_service_stops_the_run_before_any_case() {
         &dir,
         "[services.down]\nbase_url = \"http://127.0.0.1:9\"\n[defaults]\nnum_prompts = 5\n",
     );
-    let out = benchplan(&[
-        "run",
-        &plan,
-        "--results-dir",
-        dir.join("r").to_str().unwrap(),
-        "--quiet",
-    ]);
+    let out = run_quiet(&plan, &dir.join("r"));
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("service `down`: cannot reach http://127.0.0.1:9/v1/models"),
@@ -644,13 +631,7 @@ fn redact(md: &str) -> String {
 fn the_default_report_matches_its_snapshot() {
     let dir = temp("snap");
     let plan = write_plan(&dir, TWO_SIMS);
-    let out = benchplan(&[
-        "run",
-        &plan,
-        "--results-dir",
-        dir.join("r").to_str().unwrap(),
-        "--quiet",
-    ]);
+    let out = run_quiet(&plan, &dir.join("r"));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let md = std::fs::read_to_string(batch_dir(&dir.join("r")).join("report.md")).unwrap();
     insta::assert_snapshot!("report_md", redact(&md));
@@ -668,13 +649,7 @@ fn a_server_with_another_model_is_refused_before_any_case() {
             sim.url
         ),
     );
-    let out = benchplan(&[
-        "run",
-        &plan,
-        "--results-dir",
-        dir.join("r").to_str().unwrap(),
-        "--quiet",
-    ]);
+    let out = run_quiet(&plan, &dir.join("r"));
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(

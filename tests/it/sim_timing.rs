@@ -168,45 +168,37 @@ async fn metrics_show_running_and_waiting_under_load() {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let text = c
-        .get(format!("{}/metrics", sim.base_url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let value = |name: &str| -> f64 {
-        text.lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.rsplit(' ').next())
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
+    let text = scrape(&c, &sim.base_url).await;
+    let value = |name: &str| metric(&text, name);
     assert_eq!(value("vllm:num_requests_running{"), 4.0, "{text}");
     assert_eq!(value("vllm:num_requests_waiting{"), 2.0, "{text}");
     for t in tasks {
         t.await.unwrap();
     }
-    let text = c
-        .get(format!("{}/metrics", sim.base_url))
+    let text = scrape(&c, &sim.base_url).await;
+    let value = |name: &str| metric(&text, name);
+    assert_eq!(value("vllm:num_requests_running{"), 0.0);
+    assert_eq!(value("vllm:generation_tokens_total{"), 120.0);
+    assert_eq!(value("vllm:prompt_tokens_total{"), 18.0);
+    assert_eq!(value("vllm:time_to_first_token_seconds_count{"), 6.0);
+}
+
+async fn scrape(c: &reqwest::Client, base: &str) -> String {
+    c.get(format!("{base}/metrics"))
         .send()
         .await
         .unwrap()
         .text()
         .await
-        .unwrap();
-    let value = |name: &str| -> f64 {
-        text.lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.rsplit(' ').next())
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    assert_eq!(value("vllm:num_requests_running{"), 0.0);
-    assert_eq!(value("vllm:generation_tokens_total{"), 120.0);
-    assert_eq!(value("vllm:prompt_tokens_total{"), 18.0);
-    assert_eq!(value("vllm:time_to_first_token_seconds_count{"), 6.0);
+        .unwrap()
+}
+
+/// The value of the first series whose line starts with `name`.
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap()
 }

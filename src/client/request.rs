@@ -94,8 +94,18 @@ fn classify(e: &reqwest::Error) -> &'static str {
 
 /// Sends one request. `x-request-id` is set when given.
 pub async fn send(target: &Target, body: Vec<u8>, request_id: Option<&str>) -> Outcome {
+    send_with(target, body, request_id, None).await
+}
+
+/// Sends one request with extra headers (a conversation's session id) on top of the target's.
+pub async fn send_with(
+    target: &Target,
+    body: Vec<u8>,
+    request_id: Option<&str>,
+    extra: Option<&HeaderMap>,
+) -> Outcome {
     let mut out = Outcome::default();
-    let fut = send_inner(target, body, request_id, &mut out);
+    let fut = send_inner(target, body, request_id, extra, &mut out);
     match target.timeout {
         Some(t) => {
             if tokio::time::timeout(t, fut).await.is_err() {
@@ -112,13 +122,22 @@ pub async fn send(target: &Target, body: Vec<u8>, request_id: Option<&str>) -> O
     out
 }
 
-async fn send_inner(target: &Target, body: Vec<u8>, request_id: Option<&str>, out: &mut Outcome) {
+async fn send_inner(
+    target: &Target,
+    body: Vec<u8>,
+    request_id: Option<&str>,
+    extra: Option<&HeaderMap>,
+    out: &mut Outcome,
+) {
     let mut req = target
         .client
         .post(&target.url)
         .headers(target.headers.clone())
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(body);
+    if let Some(extra) = extra {
+        req = req.headers(extra.clone());
+    }
     if let Some(id) = request_id {
         req = req.header("x-request-id", id);
     }

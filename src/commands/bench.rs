@@ -23,9 +23,10 @@ use crate::slo::percentile_label;
 /// `vllm bench serve` flags (same names, same defaults), plus a few of benchplan's own.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Request function: vllm, openai, openai-chat, openai-embeddings, vllm-rerank.
-    #[arg(long, default_value = "openai")]
-    pub backend: String,
+    /// Request function: vllm, openai, openai-chat, openai-embeddings, vllm-rerank
+    /// (default openai; openai-chat with --multi-turn).
+    #[arg(long)]
+    pub backend: Option<String>,
     /// Result label and file-name prefix (defaults to the backend).
     #[arg(long)]
     pub label: Option<String>,
@@ -183,6 +184,38 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 128)]
     pub prefix_repetition_output_len: u64,
 
+    /// Multi-turn chat: --num-prompts counts conversations, each resending its history.
+    #[arg(long)]
+    pub multi_turn: bool,
+    /// Turns per conversation (overrides --multi-turn-min-turns/--multi-turn-max-turns).
+    #[arg(long)]
+    pub multi_turn_num_turns: Option<u64>,
+    #[arg(long, default_value_t = 2)]
+    pub multi_turn_min_turns: u64,
+    #[arg(long, default_value_t = 5)]
+    pub multi_turn_max_turns: u64,
+    /// Input tokens of each turn after the first; 0 means --random-input-len.
+    #[arg(long, default_value_t = 0)]
+    pub per_turn_input_len: u64,
+    /// Conversations in flight at once (--max-concurrency still bounds requests).
+    #[arg(long)]
+    pub multi_turn_concurrency: Option<u64>,
+    /// Think time between a turn's answer and the next turn, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub multi_turn_delay_ms: u64,
+    /// Share of each turn from a prefix common to all conversations (no history).
+    #[arg(long, default_value_t = 0.0)]
+    pub multi_turn_prefix_global_ratio: f64,
+    /// Share of each turn from a prefix common to its conversation (no history).
+    #[arg(long, default_value_t = 0.0)]
+    pub multi_turn_prefix_conversation_ratio: f64,
+    /// benchplan: think-time distribution: constant, exponential or uniform.
+    #[arg(long, default_value = "constant")]
+    pub multi_turn_delay_distribution: String,
+    /// benchplan: header carrying the conversation id ("" sends none).
+    #[arg(long, default_value = "X-Session-ID")]
+    pub multi_turn_session_header: String,
+
     /// benchplan: target an embedded simulator with this preset instead of a server.
     #[arg(long, value_enum)]
     pub sim: Option<crate::plan::sim::Preset>,
@@ -212,7 +245,12 @@ impl BenchArgs {
     /// The one-case plan these flags describe, as a plan document.
     pub fn plan_value(&self) -> Result<Value, String> {
         let mut d = Map::new();
-        d.insert("backend".into(), json!(self.backend));
+        let backend = match (&self.backend, self.multi_turn) {
+            (Some(b), _) => b.as_str(),
+            (None, true) => "openai-chat",
+            (None, false) => "openai",
+        };
+        d.insert("backend".into(), json!(backend));
         if let Some(e) = &self.endpoint {
             d.insert("endpoint".into(), json!(e));
         }
@@ -325,7 +363,16 @@ impl BenchArgs {
             );
         }
         let output = self.output_len;
+        if self.multi_turn {
+            d.insert("dataset".into(), self.multi_turn_dataset()?);
+            opt(
+                &mut d,
+                "multi_turn_concurrency",
+                self.multi_turn_concurrency.map(|c| json!(c)),
+            );
+        }
         let dataset = match self.dataset_name.as_str() {
+            _ if self.multi_turn => d["dataset"].clone(),
             "random" => {
                 json!({"name": "random", "input_len": self.input_len.unwrap_or(self.random_input_len),
                 "output_len": output.unwrap_or(self.random_output_len), "range_ratio": self.random_range_ratio,
@@ -429,6 +476,73 @@ impl BenchArgs {
         Ok(
             json!({"name": "bench", "services": {"target": Value::Object(svc)}, "defaults": Value::Object(d)}),
         )
+    }
+}
+
+impl BenchArgs {
+    /// The `multi_turn` dataset of `--multi-turn`: synthetic from the random flags, or
+    /// the conversations of `--dataset-path` with `--dataset-name sharegpt`.
+    fn multi_turn_dataset(&self) -> Result<Value, String> {
+        let mut m = Map::new();
+        m.insert("name".into(), json!("multi_turn"));
+        match self.dataset_name.as_str() {
+            "random" => {
+                m.insert(
+                    "input_len".into(),
+                    json!(self.input_len.unwrap_or(self.random_input_len)),
+                );
+                m.insert(
+                    "output_len".into(),
+                    json!(self.output_len.unwrap_or(self.random_output_len)),
+                );
+                m.insert("per_turn_input_len".into(), json!(self.per_turn_input_len));
+                m.insert(
+                    "prefix_global_ratio".into(),
+                    json!(self.multi_turn_prefix_global_ratio),
+                );
+                m.insert(
+                    "prefix_conversation_ratio".into(),
+                    json!(self.multi_turn_prefix_conversation_ratio),
+                );
+            }
+            "sharegpt" => {
+                let path = self
+                    .dataset_path
+                    .as_ref()
+                    .ok_or("--multi-turn with --dataset-name sharegpt needs --dataset-path")?;
+                m.insert("path".into(), json!(path));
+                if let Some(o) = self.output_len.or(self.sharegpt_output_len) {
+                    m.insert("output_len".into(), json!(o));
+                }
+            }
+            other => {
+                return Err(format!(
+                    "--multi-turn takes --dataset-name random or sharegpt, not `{other}`"
+                ));
+            }
+        }
+        match self.multi_turn_num_turns {
+            Some(n) => {
+                m.insert("num_turns".into(), json!(n));
+            }
+            None => {
+                m.insert("min_turns".into(), json!(self.multi_turn_min_turns));
+                m.insert("max_turns".into(), json!(self.multi_turn_max_turns));
+            }
+        }
+        m.insert(
+            "delay".into(),
+            json!(format!("{}ms", self.multi_turn_delay_ms)),
+        );
+        m.insert(
+            "delay_distribution".into(),
+            json!(self.multi_turn_delay_distribution),
+        );
+        m.insert(
+            "session_header".into(),
+            json!(self.multi_turn_session_header),
+        );
+        Ok(Value::Object(m))
     }
 }
 
@@ -579,7 +693,59 @@ pub fn print_summary(s: &Summary, p: &CaseParams) {
     if let Some(src) = s.token_source {
         line("Output tokens counted from:", src.as_str().to_string());
     }
+    if let Some(mt) = &s.multi_turn {
+        print_turns(mt);
+    }
     println!("{}", "=".repeat(50));
+}
+
+/// The multi-turn block: conversation outcomes, then one line per turn index.
+fn print_turns(mt: &crate::metrics::turns::MultiTurnSummary) {
+    let line = |k: &str, v: String| println!("{k:<40}{v}");
+    println!("{:-^50}", "Conversations");
+    line(
+        "Conversations completed:",
+        format!(
+            "{} of {}",
+            mt.conversations_completed, mt.conversations_total
+        ),
+    );
+    line(
+        "Conversations ended by a failure:",
+        mt.conversations_failed.to_string(),
+    );
+    if mt.conversations_incomplete > 0 {
+        line(
+            "Conversations incomplete:",
+            mt.conversations_incomplete.to_string(),
+        );
+    }
+    line(
+        "Successful turns:",
+        format!("{} of {}", mt.turns_successful, mt.turns_planned),
+    );
+    line(
+        "Mean conversation duration (ms):",
+        format!("{:.2}", mt.avg_conversation_duration_ms),
+    );
+    println!("{:-^50}", "Per turn");
+    println!(
+        "{:>4} {:>5} {:>5} {:>9} {:>9} {:>10} {:>10}",
+        "turn", "ok", "fail", "input", "cached", "TTFT ms", "E2EL ms"
+    );
+    for t in &mt.per_turn {
+        let mean = |m: crate::plan::Metric| t.summary.stat(m).map_or(0.0, |x| x.mean);
+        println!(
+            "{:>4} {:>5} {:>5} {:>9.1} {:>9.1} {:>10.2} {:>10.2}",
+            t.turn_index + 1,
+            t.summary.completed,
+            t.summary.failed,
+            t.input_tokens.mean,
+            t.mean_cached_tokens,
+            mean(crate::plan::Metric::Ttft),
+            mean(crate::plan::Metric::E2el)
+        );
+    }
 }
 
 pub fn run(args: &BenchArgs) -> u8 {

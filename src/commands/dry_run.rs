@@ -1,16 +1,15 @@
 //! `--dry-run`: builds every case's dataset and prints its shape; sends nothing.
 
 use crate::cli::exit;
+use crate::dataset::conversations::{self, Conversations, History};
 use crate::metrics::stats::{mean, percentile};
+use crate::plan::Dataset;
 use crate::planner::Planned;
 use crate::tokenizer::TokenModel;
 
 /// Prints, per case, the request count and input/output length statistics.
 pub fn print(p: &Planned) -> u8 {
-    println!(
-        "{:<44} {:>6}  {:>34}  {:>34}  {:>10}",
-        "case", "reqs", "input min/mean/p50/p99/max", "output min/mean/p50/p99/max", "tokens"
-    );
+    let mut header = false;
     for case in &p.cases {
         let svc = &p.plan.services[&case.service];
         // Without traffic, only a local tokenizer can be used; the simulator's is built in.
@@ -24,6 +23,17 @@ pub fn print(p: &Planned) -> u8 {
             },
             None => TokenModel::Builtin,
         };
+        if let Dataset::MultiTurn(d) = &case.params.dataset {
+            let n = case.params.num_prompts as usize;
+            match conversations::build(d, n, case.params.seed, &tokens, &p.source.dir) {
+                Ok(c) => print_turns(&case.id, &c),
+                Err(e) => {
+                    eprintln!("error: {}: {e}", case.id);
+                    return exit::BAD_PLAN;
+                }
+            }
+            continue;
+        }
         let inputs = match crate::dataset::build(&case.params, &tokens, &p.source.dir) {
             Ok(i) => i,
             Err(e) => {
@@ -31,6 +41,16 @@ pub fn print(p: &Planned) -> u8 {
                 return exit::BAD_PLAN;
             }
         };
+        if !std::mem::replace(&mut header, true) {
+            println!(
+                "{:<44} {:>6}  {:>34}  {:>34}  {:>10}",
+                "case",
+                "reqs",
+                "input min/mean/p50/p99/max",
+                "output min/mean/p50/p99/max",
+                "tokens"
+            );
+        }
         let ins: Vec<f64> = inputs.iter().map(|r| r.prompt_len as f64).collect();
         let outs: Vec<f64> = inputs.iter().map(|r| r.output_len as f64).collect();
         let five = |v: &[f64]| {
@@ -54,4 +74,52 @@ pub fn print(p: &Planned) -> u8 {
         );
     }
     exit::OK
+}
+
+/// A multi-turn case: per turn index, the conversations that reach it, the tokens the
+/// turn's own message adds, and the input it sends with its history (live replies
+/// counted at their requested length).
+fn print_turns(id: &str, c: &Conversations) {
+    let expected = c.expected_input_lens();
+    let history = match c.history {
+        History::Live => "live replies",
+        History::Recorded => "recorded replies",
+        History::None => "none (prefix sharing)",
+    };
+    println!(
+        "{id}: {} conversations, {} turns, history: {history}",
+        c.list.len(),
+        c.total_turns()
+    );
+    println!(
+        "  {:>4} {:>6}  {:>22}  {:>30}  {:>8}",
+        "turn", "convs", "new input min/mean/max", "input sent min/mean/p50/max", "output"
+    );
+    let max_turns = c.list.iter().map(|c| c.turns.len()).max().unwrap_or(0);
+    for k in 0..max_turns {
+        let turns: Vec<_> = c.list.iter().filter_map(|conv| conv.turns.get(k)).collect();
+        let new: Vec<f64> = turns.iter().map(|t| t.user_len as f64).collect();
+        let sent: Vec<f64> = expected
+            .iter()
+            .filter_map(|e| e.get(k))
+            .map(|&x| x as f64)
+            .collect();
+        let out: Vec<f64> = turns.iter().map(|t| t.output_len as f64).collect();
+        let lo = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+        println!(
+            "  {:>4} {:>6}  {:>22}  {:>30}  {:>8.1}",
+            k + 1,
+            turns.len(),
+            format!("{:.0}/{:.1}/{:.0}", lo(&new), mean(&new), hi(&new)),
+            format!(
+                "{:.0}/{:.1}/{:.0}/{:.0}",
+                lo(&sent),
+                mean(&sent),
+                percentile(&sent, 50.0),
+                hi(&sent)
+            ),
+            mean(&out)
+        );
+    }
 }

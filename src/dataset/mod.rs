@@ -1,6 +1,8 @@
 //! Datasets: the prompts a case sends, built before any traffic so their cost is
-//! never measured. Each kind returns one [`RequestInput`] per request.
+//! never measured. Each single-turn kind returns one [`RequestInput`] per request;
+//! `multi_turn` builds [`conversations::Conversations`] instead.
 
+pub mod conversations;
 pub mod files;
 pub mod image;
 pub mod multimodal;
@@ -35,9 +37,8 @@ pub fn build(
             params.backend() == crate::plan::Backend::OpenaiChat,
         ),
         Dataset::Burstgpt(d) => files::burstgpt(d, n, seed, tokens, dir),
-        other => Err(format!(
-            "dataset `{}` is not built yet by this version; use random, random-mm, random-rerank, prefix_repetition, sharegpt, custom or burstgpt",
-            other.name()
-        )),
+        Dataset::MultiTurn(_) => {
+            Err("multi_turn builds conversations: use dataset::conversations::build".into())
+        }
     }
 }

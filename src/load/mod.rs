@@ -2,6 +2,7 @@
 //! of one case against one target.
 
 pub mod case;
+pub mod conversation;
 pub mod run;
 pub mod schedule;
 pub mod target;

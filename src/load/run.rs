@@ -71,6 +71,8 @@ pub struct CaseRun {
     pub warmups_failed: u64,
     /// Stopped early (Ctrl-C): the records hold what finished.
     pub interrupted: bool,
+    /// Multi-turn cases: the planned turns of each conversation (empty otherwise).
+    pub planned_turns: Vec<u32>,
 }
 
 /// Why a case could not be measured at all.
@@ -100,20 +102,37 @@ fn last_error(o: &Outcome) -> String {
     )
 }
 
-/// Runs the case. `inputs` holds one request per prompt (already built).
-pub async fn run_case(
-    target: Arc<Target>,
-    params: Arc<CaseParams>,
-    inputs: Arc<Vec<RequestInput>>,
-    opts: &RunOptions,
-) -> Result<CaseRun, RunError> {
-    let first = inputs.first().ok_or(RunError::Empty)?.clone();
+/// The case's arrival offsets (seconds) for `n` arrivals.
+pub(crate) fn schedule(params: &CaseParams, n: usize) -> Vec<f64> {
+    arrival_offsets(&ScheduleSpec {
+        num_requests: n,
+        rate: params.request_rate.0,
+        burstiness: params.burstiness,
+        ramp: params.ramp_up_strategy.map(|s| {
+            (
+                s,
+                params.ramp_up_start_rps.unwrap_or(0.0),
+                params.ramp_up_end_rps.unwrap_or(0.0),
+            )
+        }),
+        seed: params.seed,
+    })
+}
 
+/// The unmeasured requests before a run: the ready check, the smoke request and the
+/// warmups (under the concurrency cap).
+pub(crate) async fn prepare(
+    target: &Arc<Target>,
+    params: &Arc<CaseParams>,
+    first: &RequestInput,
+    sem: Option<&Arc<Semaphore>>,
+    opts: &RunOptions,
+) -> Result<(Option<Smoke>, u64), RunError> {
     let ready = params.ready_check_timeout.as_secs_f64();
     if ready > 0.0 {
         let deadline = Instant::now() + Duration::from_secs_f64(ready);
         loop {
-            let o = one(&target, &params, &first).await;
+            let o = one(target, params, first).await;
             if o.success {
                 break;
             }
@@ -131,7 +150,7 @@ pub async fn run_case(
         loop {
             attempts += 1;
             let t = Instant::now();
-            let o = one(&target, &params, &first).await;
+            let o = one(target, params, first).await;
             if o.success {
                 smoke = Some(Smoke {
                     ok: true,
@@ -152,15 +171,12 @@ pub async fn run_case(
         }
     }
 
-    let sem = params
-        .max_concurrency
-        .map(|n| Arc::new(Semaphore::new(n as usize)));
     let mut warmups_failed = 0;
     if params.num_warmups > 0 {
         let tasks: Vec<_> = (0..params.num_warmups)
             .map(|_| {
                 let (target, params, first, sem) =
-                    (target.clone(), params.clone(), first.clone(), sem.clone());
+                    (target.clone(), params.clone(), first.clone(), sem.cloned());
                 tokio::spawn(async move {
                     let _permit = match &sem {
                         Some(s) => Some(s.acquire().await.expect("semaphore open")),
@@ -177,6 +193,22 @@ pub async fn run_case(
         }
     }
 
+    Ok((smoke, warmups_failed))
+}
+
+/// Runs the case. `inputs` holds one request per prompt (already built).
+pub async fn run_case(
+    target: Arc<Target>,
+    params: Arc<CaseParams>,
+    inputs: Arc<Vec<RequestInput>>,
+    opts: &RunOptions,
+) -> Result<CaseRun, RunError> {
+    let first = inputs.first().ok_or(RunError::Empty)?.clone();
+    let sem = params
+        .max_concurrency
+        .map(|n| Arc::new(Semaphore::new(n as usize)));
+    let (smoke, warmups_failed) = prepare(&target, &params, &first, sem.as_ref(), opts).await?;
+
     let n = inputs.len();
     if opts.prewarm_connections {
         prewarm(
@@ -187,22 +219,8 @@ pub async fn run_case(
     }
     // A trace's own times replace the schedule when every request has one.
     let replayed: Option<Vec<f64>> = inputs.iter().map(|i| i.arrival).collect();
-    let offsets = Arc::new(replayed.unwrap_or_else(|| {
-        arrival_offsets(&ScheduleSpec {
-            num_requests: n,
-            rate: params.request_rate.0,
-            burstiness: params.burstiness,
-            ramp: params.ramp_up_strategy.map(|s| {
-                (
-                    s,
-                    params.ramp_up_start_rps.unwrap_or(0.0),
-                    params.ramp_up_end_rps.unwrap_or(0.0),
-                )
-            }),
-            seed: params.seed,
-        })
-    }));
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RequestRecord>();
+    let offsets = Arc::new(replayed.unwrap_or_else(|| schedule(&params, n)));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RequestRecord>();
     let handle = tokio::runtime::Handle::current();
     let start = Instant::now();
     let dispatcher = {
@@ -261,6 +279,7 @@ pub async fn run_case(
                             prompt_len: input.prompt_len,
                             expected_output_len: input.output_len,
                             outcome,
+                            turn: None,
                         });
                     });
                 }
@@ -268,6 +287,27 @@ pub async fn run_case(
             .expect("spawn the dispatcher thread")
     };
 
+    let (records, interrupted) = collect(rx, n, opts, start).await;
+    let duration = start.elapsed().as_secs_f64();
+    let _ = dispatcher.join();
+    Ok(CaseRun {
+        records,
+        duration,
+        smoke,
+        warmups_failed,
+        interrupted,
+        planned_turns: vec![],
+    })
+}
+
+/// Gathers records, with a progress bar, until every sender is done or a stop's grace
+/// runs out; sorted by index.
+pub(crate) async fn collect(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<RequestRecord>,
+    n: usize,
+    opts: &RunOptions,
+    start: Instant,
+) -> (Vec<RequestRecord>, bool) {
     let bar = opts.progress.then(|| progress_bar(n as u64));
     let mut records = Vec::with_capacity(n);
     let mut interrupted = false;
@@ -305,23 +345,15 @@ pub async fn run_case(
             }
         }
     }
-    let duration = start.elapsed().as_secs_f64();
-    let _ = dispatcher.join();
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     records.sort_by_key(|r| r.index);
-    Ok(CaseRun {
-        records,
-        duration,
-        smoke,
-        warmups_failed,
-        interrupted,
-    })
+    (records, interrupted)
 }
 
 /// Opens up to `k` pooled connections with concurrent GETs of /v1/models; best effort.
-async fn prewarm(target: &Arc<Target>, k: usize) {
+pub(crate) async fn prewarm(target: &Arc<Target>, k: usize) {
     let k = k.min(4096);
     if k <= 1 {
         return;

@@ -5,3 +5,4 @@ pub mod hist;
 pub mod record;
 pub mod stats;
 pub mod summary;
+pub mod turns;

@@ -16,6 +16,16 @@ pub struct RequestRecord {
     pub prompt_len: u64,
     pub expected_output_len: u64,
     pub outcome: Outcome,
+    /// Which conversation and turn this request was, in a multi-turn case.
+    pub turn: Option<TurnRef>,
+}
+
+/// A request's place in a multi-turn case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnRef {
+    pub conversation: u32,
+    /// 0 for the first turn.
+    pub turn: u32,
 }
 
 impl RequestRecord {

@@ -103,6 +103,8 @@ pub struct Summary {
     pub cached_tokens: u64,
     /// Metric name → base64 HDR histogram (µs).
     pub histograms: IndexMap<String, String>,
+    /// Conversation outcomes and per-turn metrics, for multi-turn cases.
+    pub multi_turn: Option<super::turns::MultiTurnSummary>,
 }
 
 impl Summary {
@@ -361,6 +363,7 @@ mod tests {
                 usage_completion: usage,
                 ..Outcome::default()
             },
+            turn: None,
         }
     }
 

@@ -338,33 +338,83 @@ impl Default for BurstgptDataset {
 }
 
 /// Conversations that grow turn by turn.
+/// Where a conversation's earlier assistant turns come from when the next turn is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationHistory {
+    /// The server's actual responses (input grows as in real use).
+    #[default]
+    Live,
+    /// The assistant turns recorded in the file (same input whatever the server answers).
+    Recorded,
+}
+
+/// How think time varies around `delay`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DelayDistribution {
+    /// Exactly `delay`.
+    #[default]
+    Constant,
+    /// Exponential with mean `delay` (memoryless users).
+    Exponential,
+    /// Uniform in [0, 2·delay].
+    Uniform,
+}
+
+/// Multi-turn conversations: synthetic, or the human turns of a ShareGPT file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct MultiTurnDataset {
     /// A ShareGPT-format file to take conversations from; unset makes synthetic ones.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
-    /// Turns per conversation (synthetic); overrides min_turns/max_turns.
+    /// Turns per conversation; overrides min_turns/max_turns. With a file: turns kept per conversation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub num_turns: Option<u64>,
-    /// Fewest turns per conversation.
+    /// Fewest turns per conversation (a file's shorter conversations are skipped).
     pub min_turns: u64,
-    /// Most turns per conversation.
+    /// Most turns per conversation (a file's longer conversations are cut).
     pub max_turns: u64,
-    /// First-turn input length in tokens.
+    /// First-turn input length in tokens (synthetic).
     pub input_len: u64,
-    /// Input tokens added by each later turn; 0 means the first-turn length.
+    /// Input tokens added by each later turn; 0 means the first-turn length (synthetic).
     pub per_turn_input_len: u64,
-    /// Output length per turn in tokens.
-    pub output_len: u64,
+    /// Output length per turn in tokens: 128 for synthetic conversations; with a file,
+    /// unset takes each recorded reply's length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_len: Option<u64>,
     /// Think time between a turn's end and the next turn's send.
     pub delay: Dur,
-    /// Share of each turn taken from a prefix common to all conversations.
+    /// How think time varies around `delay`.
+    pub delay_distribution: DelayDistribution,
+    /// Share of each turn taken from a prefix common to all conversations; with
+    /// prefix_conversation_ratio, switches to fixed-length turns without history.
     pub prefix_global_ratio: f64,
     /// Share of each turn taken from a prefix common to the conversation.
     pub prefix_conversation_ratio: f64,
-    /// Header that carries the conversation id.
+    /// Whose assistant turns fill the history: the live responses or the file's.
+    pub history: ConversationHistory,
+    /// Header that carries the conversation id, so routers keep a conversation on one replica.
     pub session_header: String,
+}
+
+impl MultiTurnDataset {
+    /// Synthetic conversations' output length per turn.
+    pub const DEFAULT_OUTPUT_LEN: u64 = 128;
+
+    /// The bounds of turns per conversation.
+    pub fn turn_bounds(&self) -> (u64, u64) {
+        match self.num_turns {
+            Some(n) => (n, n),
+            None => (self.min_turns, self.max_turns),
+        }
+    }
+
+    /// Fixed-length turns built from shared prefixes, without history (vllm-bench's mode).
+    pub fn prefix_sharing(&self) -> bool {
+        self.prefix_global_ratio > 0.0 || self.prefix_conversation_ratio > 0.0
+    }
 }
 
 impl Default for MultiTurnDataset {
@@ -376,10 +426,12 @@ impl Default for MultiTurnDataset {
             max_turns: 5,
             input_len: 512,
             per_turn_input_len: 0,
-            output_len: 128,
+            output_len: None,
             delay: Dur::default(),
+            delay_distribution: DelayDistribution::Constant,
             prefix_global_ratio: 0.0,
             prefix_conversation_ratio: 0.0,
+            history: ConversationHistory::Live,
             session_header: "X-Session-ID".into(),
         }
     }

@@ -595,22 +595,7 @@ fn check_lengths(ds: &Dataset, at: &dyn Fn() -> String, out: &mut Vec<Diagnostic
             need_pos("num_prefixes", d.num_prefixes);
             need_pos("output_len", d.output_len);
         }
-        Dataset::MultiTurn(d) => {
-            need_pos("input_len", d.input_len);
-            need_pos("output_len", d.output_len);
-            if d.num_turns.is_none() && d.min_turns > d.max_turns {
-                out.push(Diagnostic::error(
-                    join_key(&at(), "min_turns"),
-                    "min_turns is above max_turns",
-                ));
-            }
-            if d.prefix_global_ratio + d.prefix_conversation_ratio >= 1.0 {
-                out.push(Diagnostic::error(
-                    join_key(&at(), "prefix_global_ratio"),
-                    "prefix_global_ratio + prefix_conversation_ratio must be below 1",
-                ));
-            }
-        }
+        Dataset::MultiTurn(d) => check_multi_turn(d, at, out),
         _ => {}
     }
     for (key, r) in ratios {
@@ -620,6 +605,69 @@ fn check_lengths(ds: &Dataset, at: &dyn Fn() -> String, out: &mut Vec<Diagnostic
                 format!("`{key}` must be in [0, 1), not {r}"),
             ));
         }
+    }
+}
+
+fn check_multi_turn(
+    d: &crate::plan::dataset::MultiTurnDataset,
+    at: &dyn Fn() -> String,
+    out: &mut Vec<Diagnostic>,
+) {
+    let mut err = |key: &str, msg: String, help: &str| {
+        let d = Diagnostic::error(join_key(&at(), key), msg);
+        out.push(if help.is_empty() {
+            d
+        } else {
+            d.with_help(help)
+        });
+    };
+    if d.input_len == 0 {
+        err("input_len", "`input_len` must be at least 1".into(), "");
+    }
+    if d.output_len == Some(0) {
+        err("output_len", "`output_len` must be at least 1".into(), "");
+    }
+    match d.num_turns {
+        Some(0) => err("num_turns", "`num_turns` must be at least 1".into(), ""),
+        None if d.min_turns == 0 => err("min_turns", "`min_turns` must be at least 1".into(), ""),
+        None if d.min_turns > d.max_turns => err(
+            "min_turns",
+            format!(
+                "min_turns ({}) is above max_turns ({})",
+                d.min_turns, d.max_turns
+            ),
+            "lower min_turns, raise max_turns, or set num_turns for a fixed count",
+        ),
+        _ => {}
+    }
+    for (key, r) in [
+        ("prefix_global_ratio", d.prefix_global_ratio),
+        ("prefix_conversation_ratio", d.prefix_conversation_ratio),
+    ] {
+        if !(0.0..1.0).contains(&r) {
+            err(key, format!("`{key}` must be in [0, 1), not {r}"), "");
+        }
+    }
+    if d.prefix_global_ratio + d.prefix_conversation_ratio >= 1.0 {
+        err(
+            "prefix_global_ratio",
+            "prefix_global_ratio + prefix_conversation_ratio must be below 1".into(),
+            "leave room for each turn's unique part",
+        );
+    }
+    if d.path.is_some() && d.prefix_sharing() {
+        err(
+            "prefix_global_ratio",
+            "prefix ratios build synthetic turns, but this dataset reads a file".into(),
+            "remove `path`, or set both prefix ratios to 0",
+        );
+    }
+    if d.path.is_none() && d.history == crate::plan::dataset::ConversationHistory::Recorded {
+        err(
+            "history",
+            "`history = \"recorded\"` needs a file with recorded assistant turns".into(),
+            "set `path` to a ShareGPT file, or use history = \"live\"",
+        );
     }
 }
 

@@ -47,6 +47,71 @@ pub struct CaseView {
     pub repeats: Option<u64>,
     /// `req/s ±1.2%, TTFT P99 ±4.0%` (population std as % of the mean).
     pub spread: Option<String>,
+    /// Multi-turn cases: what the conversations did, and each turn index's metrics.
+    pub conversations: Option<ConversationsView>,
+}
+
+/// A multi-turn case's conversations.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConversationsView {
+    pub total: u64,
+    pub completed: u64,
+    /// Ended by a failed turn.
+    pub failed: u64,
+    /// Stopped early or never started.
+    pub incomplete: u64,
+    pub turns_successful: u64,
+    pub avg_turns: Option<f64>,
+    pub avg_duration_ms: Option<f64>,
+    pub turns: Vec<TurnView>,
+}
+
+/// One turn index across the conversations (latencies in ms).
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnView {
+    /// 1 for the first turn.
+    pub turn: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub input_tokens_mean: Option<f64>,
+    pub cached_tokens_mean: Option<f64>,
+    pub ttft_mean: Option<f64>,
+    pub ttft_p99: Option<f64>,
+    pub tpot_mean: Option<f64>,
+    pub itl_p99: Option<f64>,
+    pub e2el_mean: Option<f64>,
+    pub e2el_p99: Option<f64>,
+}
+
+fn conversations_view(r: &Map<String, Value>) -> Option<ConversationsView> {
+    let turns = r.get("per_turn_metrics")?.as_array()?;
+    let u = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
+    Some(ConversationsView {
+        total: u(r, "num_conversations"),
+        completed: u(r, "conversations_completed"),
+        failed: u(r, "conversations_failed"),
+        incomplete: u(r, "conversations_incomplete"),
+        turns_successful: u(r, "turns_successful"),
+        avg_turns: num(r, "avg_turns_completed"),
+        avg_duration_ms: num(r, "avg_conversation_duration_ms"),
+        turns: turns
+            .iter()
+            .filter_map(Value::as_object)
+            .map(|t| TurnView {
+                turn: u(t, "turn_index") + 1,
+                completed: u(t, "completed"),
+                failed: u(t, "failed"),
+                input_tokens_mean: num(t, "mean_input_tokens"),
+                cached_tokens_mean: num(t, "mean_cached_tokens"),
+                ttft_mean: num(t, "mean_ttft_ms"),
+                ttft_p99: num(t, "p99_ttft_ms"),
+                tpot_mean: num(t, "mean_tpot_ms"),
+                itl_p99: num(t, "p99_itl_ms"),
+                e2el_mean: num(t, "mean_e2el_ms"),
+                e2el_p99: num(t, "p99_e2el_ms"),
+            })
+            .collect(),
+    })
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -116,8 +181,10 @@ pub fn case_view(
         slo_pass: None,
         repeats: None,
         spread: None,
+        conversations: None,
     };
     let Some(r) = result else { return v };
+    v.conversations = conversations_view(r);
     let b = r.get("benchplan").and_then(Value::as_object);
     v.concurrency = r.get("max_concurrency").and_then(Value::as_u64);
     v.rate = match r.get("request_rate") {

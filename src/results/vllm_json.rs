@@ -4,7 +4,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::metrics::summary::{LatencyStats, Summary};
-use crate::plan::CaseParams;
+use crate::metrics::turns::MultiTurnSummary;
+use crate::plan::{CaseParams, Dataset};
 use crate::slo::percentile_label;
 
 /// The run-level facts of the header.
@@ -138,6 +139,9 @@ pub fn result_json(
     for st in &s.stats {
         stats_keys(&mut o, st);
     }
+    if let Some(mt) = &s.multi_turn {
+        multi_turn_keys(&mut o, p, mt);
+    }
     let mut b = Map::new();
     b.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
     b.insert("success_rate".into(), json!(s.success_rate()));
@@ -173,6 +177,96 @@ pub fn result_json(
     }
     o.insert("benchplan".into(), Value::Object(b));
     o
+}
+
+/// The Rust vllm-bench's multi-turn keys, `per_turn_metrics` included.
+fn multi_turn_keys(o: &mut Map<String, Value>, p: &CaseParams, mt: &MultiTurnSummary) {
+    o.insert("mode".into(), json!("multi_turn"));
+    o.insert("num_conversations".into(), json!(mt.conversations_total));
+    if let Dataset::MultiTurn(d) = &p.dataset {
+        let (lo, hi) = d.turn_bounds();
+        o.insert("min_turns".into(), json!(lo));
+        o.insert("max_turns".into(), json!(hi));
+        o.insert(
+            "inter_turn_delay_ms".into(),
+            json!(d.delay.as_secs_f64() * 1e3),
+        );
+        if d.prefix_sharing() {
+            o.insert("prefix_global_ratio".into(), json!(d.prefix_global_ratio));
+            o.insert(
+                "prefix_conversation_ratio".into(),
+                json!(d.prefix_conversation_ratio),
+            );
+            o.insert(
+                "prefix_unique_ratio".into(),
+                json!((1.0 - d.prefix_global_ratio - d.prefix_conversation_ratio).max(0.0)),
+            );
+            o.insert("no_history_accumulation".into(), json!(true));
+        }
+    }
+    o.insert(
+        "multi_turn_concurrency".into(),
+        json!(p.multi_turn_concurrency),
+    );
+    o.insert(
+        "conversations_completed".into(),
+        json!(mt.conversations_completed),
+    );
+    o.insert(
+        "conversations_failed".into(),
+        json!(mt.conversations_failed),
+    );
+    o.insert(
+        "conversations_incomplete".into(),
+        json!(mt.conversations_incomplete),
+    );
+    o.insert("turns_planned".into(), json!(mt.turns_planned));
+    o.insert("turns_successful".into(), json!(mt.turns_successful));
+    o.insert("avg_turns_completed".into(), json!(mt.avg_turns_completed));
+    o.insert(
+        "avg_conversation_duration_ms".into(),
+        json!(mt.avg_conversation_duration_ms),
+    );
+    let per_turn: Vec<Value> = mt
+        .per_turn
+        .iter()
+        .map(|t| {
+            let s = &t.summary;
+            let d = if s.duration > 0.0 {
+                s.duration
+            } else {
+                f64::INFINITY
+            };
+            let mut m = Map::new();
+            m.insert("turn_index".into(), json!(t.turn_index));
+            m.insert("num_samples".into(), json!(s.completed + s.failed));
+            m.insert("completed".into(), json!(s.completed));
+            m.insert("failed".into(), json!(s.failed));
+            m.insert("total_input_tokens".into(), json!(s.total_input_tokens));
+            m.insert("total_output_tokens".into(), json!(s.total_output_tokens));
+            m.insert("request_throughput".into(), json!(s.request_throughput));
+            m.insert(
+                "input_throughput".into(),
+                json!(s.total_input_tokens as f64 / d),
+            );
+            m.insert("output_throughput".into(), json!(s.output_throughput));
+            m.insert(
+                "total_token_throughput".into(),
+                json!(s.total_token_throughput),
+            );
+            m.insert("mean_input_tokens".into(), json!(t.input_tokens.mean));
+            m.insert("median_input_tokens".into(), json!(t.input_tokens.median));
+            m.insert("min_input_tokens".into(), json!(t.input_tokens.min));
+            m.insert("max_input_tokens".into(), json!(t.input_tokens.max));
+            m.insert("mean_cached_tokens".into(), json!(t.mean_cached_tokens));
+            m.insert("errors_by_kind".into(), json!(s.errors_by_kind));
+            for st in &s.stats {
+                stats_keys(&mut m, st);
+            }
+            Value::Object(m)
+        })
+        .collect();
+    o.insert("per_turn_metrics".into(), Value::Array(per_turn));
 }
 
 /// vLLM's file name: `{label}-{rate}qps[-concurrency{N}]-{model basename}-{date}.json`.

@@ -341,6 +341,38 @@ const BAD: &[(&str, Format, &str, &[&str])] = &[
             "unknown latency metric `latency`",
         ],
     ),
+    (
+        "multi-turn on the completions API",
+        Format::Toml,
+        "[defaults]\nbackend = \"openai\"\ndataset = { name = \"multi_turn\" }\n",
+        &[
+            "bad.toml:3:1: `defaults.dataset`",
+            "sends a conversation history, but the backend is `openai`",
+            "set backend = \"openai-chat\"",
+        ],
+    ),
+    (
+        "multi-turn prefix ratios that leave no unique part",
+        Format::Toml,
+        "[defaults]\nbackend = \"openai-chat\"\ndataset = { name = \"multi_turn\", prefix_global_ratio = 0.6, prefix_conversation_ratio = 0.5 }\n",
+        &["`defaults.dataset.prefix_global_ratio`", "must be below 1"],
+    ),
+    (
+        "multi-turn turn bounds upside down",
+        Format::Toml,
+        "[defaults]\nbackend = \"openai-chat\"\ndataset = { name = \"multi_turn\", min_turns = 6, max_turns = 3 }\n",
+        &[
+            "`defaults.dataset.min_turns`",
+            "min_turns (6) is above max_turns (3)",
+            "set num_turns",
+        ],
+    ),
+    (
+        "multi-turn recorded history without a file",
+        Format::Toml,
+        "[defaults]\nbackend = \"openai-chat\"\ndataset = { name = \"multi_turn\", history = \"recorded\" }\n",
+        &["`defaults.dataset.history`", "needs a file"],
+    ),
 ];
 
 #[test]

@@ -5,6 +5,7 @@ mod cases;
 mod cli;
 mod datasets;
 mod loadgen;
+mod multi_turn;
 mod optimize;
 mod plans;
 mod run_plan;

@@ -1,0 +1,296 @@
+//! Runs a multi-turn case: conversations start on the case's arrival schedule (the
+//! request rate applies to conversation starts), `multi_turn_concurrency` bounds
+//! the conversations in flight and `max_concurrency` the requests in flight. Each
+//! conversation sends its turns one after another, resending the history (with the
+//! server's actual replies unless the dataset says otherwise) and waiting its think
+//! time between a turn's end and the next send. A failed turn ends its conversation.
+//!
+//! A turn's record: `scheduled` is when it was meant to go (the conversation's
+//! arrival for the first turn, the end of the think time for later ones),
+//! `dispatched` when its conversation was released or its think time ended, `start`
+//! when it was sent, after waiting for a conversation slot and a request slot.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use super::run::{CaseRun, RunError, RunOptions, collect, prepare, prewarm, schedule};
+use crate::client::backend::{Prompt, RequestInput, build_body};
+use crate::client::request::{Target, send_with};
+use crate::dataset::conversations::{Conversation, Conversations, History};
+use crate::metrics::record::{RequestRecord, TurnRef};
+use crate::plan::CaseParams;
+use crate::plan::dataset::{DelayDistribution, MultiTurnDataset};
+use crate::rng::Rng;
+
+/// How conversations pause between turns.
+#[derive(Debug, Clone, Copy)]
+pub struct ThinkTime {
+    pub mean: Duration,
+    pub distribution: DelayDistribution,
+}
+
+impl ThinkTime {
+    pub fn of(d: &MultiTurnDataset) -> ThinkTime {
+        ThinkTime {
+            mean: d.delay.0,
+            distribution: d.delay_distribution,
+        }
+    }
+
+    fn sample(&self, rng: &mut Rng) -> Duration {
+        let m = self.mean.as_secs_f64();
+        if m <= 0.0 {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(match self.distribution {
+            DelayDistribution::Constant => m,
+            DelayDistribution::Exponential => rng.exponential(m),
+            DelayDistribution::Uniform => rng.f64() * 2.0 * m,
+        })
+    }
+}
+
+/// Everything one conversation task shares with the others.
+struct Shared {
+    target: Arc<Target>,
+    params: Arc<CaseParams>,
+    convs: Arc<Conversations>,
+    think: ThinkTime,
+    session_header: Option<HeaderName>,
+    requests: Option<Arc<Semaphore>>,
+    conversations: Option<Arc<Semaphore>>,
+    /// Index of each conversation's first turn among all turns (records sort by it).
+    first_index: Vec<usize>,
+    prefix: String,
+    start: Instant,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    tx: tokio::sync::mpsc::UnboundedSender<RequestRecord>,
+}
+
+fn user_message(text: &str) -> Value {
+    json!({"role": "user", "content": [{"type": "text", "text": text}]})
+}
+
+fn headers_for(conv: &Conversation, turn: usize, shared: &Shared, ci: usize) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    let pairs = conv.headers.iter().chain(&conv.turns[turn].headers);
+    for (k, v) in pairs {
+        if let (Ok(k), Ok(v)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            h.insert(k, v);
+        }
+    }
+    if let Some(name) = &shared.session_header {
+        let id = format!("{}conv-{ci}", shared.prefix);
+        h.insert(name.clone(), HeaderValue::from_str(&id).expect("ascii id"));
+    }
+    h
+}
+
+async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f64) {
+    let conv = &shared.convs.list[ci];
+    let _slot = match &shared.conversations {
+        Some(s) => Some(s.acquire().await.expect("semaphore open")),
+        None => None,
+    };
+    let mut rng = Rng::new(shared.params.seed ^ (ci as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut messages: Vec<Value> = Vec::new();
+    let mut history_tokens = 0u64;
+    let (mut scheduled, mut dispatched) = (arrival, released);
+    for (k, turn) in conv.turns.iter().enumerate() {
+        if k > 0 {
+            let pause = shared.think.sample(&mut rng);
+            let now = shared.start.elapsed().as_secs_f64();
+            scheduled = now + pause.as_secs_f64();
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+            dispatched = shared.start.elapsed().as_secs_f64();
+        }
+        if shared.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        if shared.convs.history == History::None {
+            messages.clear();
+            history_tokens = 0;
+        }
+        messages.push(user_message(&turn.user));
+        let input = RequestInput {
+            prompt: Prompt::Messages(Value::Array(messages.clone())),
+            prompt_len: history_tokens + turn.user_len,
+            output_len: turn.output_len,
+            arrival: None,
+        };
+        let body = build_body(
+            shared.target.backend,
+            &shared.target.model,
+            &input,
+            &shared.params,
+        );
+        let headers = headers_for(conv, k, &shared, ci);
+        let id = format!("{}conv{ci}-turn{k}", shared.prefix);
+        let outcome = {
+            let _permit = match &shared.requests {
+                Some(s) => Some(s.acquire().await.expect("semaphore open")),
+                None => None,
+            };
+            send_with(&shared.target, body, Some(&id), Some(&headers)).await
+        };
+        let start = outcome.sent.map_or_else(
+            || shared.start.elapsed().as_secs_f64(),
+            |t| (t - shared.start).as_secs_f64(),
+        );
+        let ok = outcome.success;
+        let reply = match shared.convs.history {
+            History::Recorded if turn.recorded_reply.is_some() => (
+                turn.recorded_reply.clone().unwrap_or_default(),
+                turn.recorded_reply_len,
+            ),
+            _ => (
+                outcome.text.clone(),
+                outcome
+                    .usage_completion
+                    .unwrap_or(u64::from(outcome.chunks)),
+            ),
+        };
+        let _ = shared.tx.send(RequestRecord {
+            index: shared.first_index[ci] + k,
+            scheduled,
+            dispatched,
+            start,
+            prompt_len: input.prompt_len,
+            expected_output_len: turn.output_len,
+            outcome,
+            turn: Some(TurnRef {
+                conversation: ci as u32,
+                turn: k as u32,
+            }),
+        });
+        if !ok {
+            return; // a failed turn ends its conversation
+        }
+        if shared.convs.history != History::None {
+            messages.push(json!({"role": "assistant", "content": reply.0}));
+            history_tokens += turn.user_len + reply.1;
+        }
+    }
+}
+
+/// Runs the conversations of a multi-turn case.
+pub async fn run_conversations(
+    target: Arc<Target>,
+    params: Arc<CaseParams>,
+    convs: Arc<Conversations>,
+    think: ThinkTime,
+    session_header: &str,
+    opts: &RunOptions,
+) -> Result<CaseRun, RunError> {
+    let first_turn = convs
+        .list
+        .first()
+        .and_then(|c| c.turns.first())
+        .ok_or(RunError::Empty)?;
+    // The smoke request and warmups must not warm the prefix cache for the first
+    // conversation: a different leading word keeps every cached block apart.
+    let first = RequestInput {
+        prompt: Prompt::Text(format!("warmup {}", first_turn.user)),
+        prompt_len: first_turn.user_len,
+        output_len: first_turn.output_len,
+        arrival: None,
+    };
+    let requests = params
+        .max_concurrency
+        .map(|n| Arc::new(Semaphore::new(n as usize)));
+    let (smoke, warmups_failed) =
+        prepare(&target, &params, &first, requests.as_ref(), opts).await?;
+
+    let n = convs.list.len();
+    let total = convs.total_turns();
+    let in_flight = params
+        .multi_turn_concurrency
+        .map_or(n, |c| (c as usize).min(n));
+    if opts.prewarm_connections {
+        prewarm(
+            &target,
+            params
+                .max_concurrency
+                .map_or(in_flight, |c| (c as usize).min(in_flight)),
+        )
+        .await;
+    }
+    let offsets = schedule(&params, n);
+    let mut first_index = Vec::with_capacity(n);
+    let mut acc = 0;
+    for c in &convs.list {
+        first_index.push(acc);
+        acc += c.turns.len();
+    }
+    let planned_turns = convs.list.iter().map(|c| c.turns.len() as u32).collect();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RequestRecord>();
+    let start = Instant::now();
+    let shared = Arc::new(Shared {
+        target,
+        session_header: (!session_header.is_empty())
+            .then(|| HeaderName::from_bytes(session_header.as_bytes()).ok())
+            .flatten(),
+        requests,
+        conversations: params
+            .multi_turn_concurrency
+            .map(|c| Arc::new(Semaphore::new(c as usize))),
+        params,
+        convs,
+        think,
+        first_index,
+        prefix: opts.request_id_prefix.clone(),
+        start,
+        stop: opts.stop.clone(),
+        tx,
+    });
+    let handle = tokio::runtime::Handle::current();
+    // Conversation starts are released by a thread, for the same timer precision as
+    // single-turn arrivals (see `run`).
+    let dispatcher = {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("conversations".into())
+            .spawn(move || {
+                crate::clock::precise_timers();
+                for (ci, &at) in offsets.iter().enumerate() {
+                    let deadline = start + Duration::from_secs_f64(at);
+                    while deadline.saturating_duration_since(Instant::now())
+                        > Duration::from_millis(100)
+                        && !shared.stop.load(Ordering::Relaxed)
+                    {
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    crate::clock::sleep_until(deadline);
+                    if shared.stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let released = start.elapsed().as_secs_f64();
+                    handle.spawn(conversation(shared.clone(), ci, at, released));
+                }
+            })
+            .expect("spawn the conversation dispatcher")
+    };
+    // The records channel closes when the dispatcher and every conversation have let go.
+    drop(shared);
+    let (records, interrupted) = collect(rx, total, opts, start).await;
+    let duration = start.elapsed().as_secs_f64();
+    let _ = dispatcher.join();
+    Ok(CaseRun {
+        records,
+        duration,
+        smoke,
+        warmups_failed,
+        interrupted,
+        planned_turns,
+    })
+}

@@ -1,0 +1,403 @@
+//! Multi-turn conversations against the simulator: history resent with the server's
+//! replies (checked against its `usage.prompt_tokens`), the prefix cache's benefit by
+//! turn against the simulator's prefill model, a failed turn ending its conversation,
+//! the conversation cap and think time from recorded send times, and the CLI.
+
+use benchplan::load::case::execute;
+use benchplan::load::run::RunOptions;
+use benchplan::load::target::resolve;
+use benchplan::metrics::record::RequestRecord;
+use benchplan::plan::dataset::MultiTurnDataset;
+use benchplan::plan::sim::{Preset, SimParams, SimSpec};
+use benchplan::plan::units::Dur;
+use benchplan::plan::{Backend, CaseParams, Dataset, Metric, Service};
+use serde_json::Value;
+
+use crate::support::{benchplan, stderr, stdout};
+
+fn sim(params: SimParams) -> Service {
+    Service {
+        sim: Some(SimSpec {
+            preset: Some(Preset::GroundTruth),
+            params,
+        }),
+        ..Service::default()
+    }
+}
+
+fn ms(x: f64) -> Dur {
+    Dur::from_secs_f64(x / 1e3)
+}
+
+fn case(n: u64, d: MultiTurnDataset) -> CaseParams {
+    CaseParams {
+        backend: Some(Backend::OpenaiChat),
+        num_prompts: n,
+        dataset: Dataset::MultiTurn(d),
+        ignore_eos: Some(true),
+        percentile_metrics: Some(vec![Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el]),
+        metric_percentiles: vec![50.0, 99.0],
+        ..CaseParams::default()
+    }
+}
+
+/// Records grouped by conversation, in turn order.
+fn by_conversation(records: &[RequestRecord]) -> Vec<Vec<&RequestRecord>> {
+    let n = records
+        .iter()
+        .filter_map(|r| r.turn)
+        .map(|t| t.conversation as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut out = vec![Vec::new(); n];
+    for r in records {
+        let t = r.turn.expect("every multi-turn record knows its turn");
+        out[t.conversation as usize].push(r);
+    }
+    for c in &mut out {
+        c.sort_by_key(|r| r.turn.unwrap().turn);
+    }
+    out
+}
+
+/// Runs four 3-turn conversations one at a time (no load noise) against a simulator
+/// whose TTFT is 5 ms + 0.1 ms per uncached prompt token.
+async fn three_turns(prefix_caching: bool) -> benchplan::load::case::CaseResult {
+    let svc = sim(SimParams {
+        prefill_overhead: Some(ms(5.0)),
+        prefill_time_per_token: Some(ms(0.1)),
+        itl: Some(ms(1.0)),
+        enable_prefix_caching: Some(prefix_caching),
+        ..SimParams::default()
+    });
+    let resolved = resolve(&svc, false, None).await.unwrap();
+    let p = CaseParams {
+        multi_turn_concurrency: Some(1),
+        ..case(
+            4,
+            MultiTurnDataset {
+                num_turns: Some(3),
+                input_len: 200,
+                per_turn_input_len: 200,
+                output_len: Some(10),
+                ..MultiTurnDataset::default()
+            },
+        )
+    };
+    execute(&resolved, &svc, &p, &RunOptions::default())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_grows_and_the_prefix_cache_cuts_later_turns_ttft() {
+    let _timing = crate::support::timing_lock().await;
+    for caching in [true, false] {
+        let r = three_turns(caching).await;
+        let s = &r.summary;
+        assert_eq!((s.completed, s.failed), (12, 0), "every turn is a request");
+        // Each turn resends the history with the server's actual replies: 200, then
+        // 200 + 10 + 200, then 410 + 10 + 200, as the server itself counted them.
+        for conv in by_conversation(&r.run.records) {
+            let served: Vec<u64> = conv
+                .iter()
+                .map(|r| r.outcome.usage_prompt.unwrap())
+                .collect();
+            assert_eq!(served, [200, 410, 620]);
+            for t in &conv {
+                assert_eq!(t.outcome.usage_prompt, Some(t.prompt_len));
+            }
+        }
+        let mt = s.multi_turn.as_ref().unwrap();
+        assert_eq!((mt.conversations_total, mt.conversations_completed), (4, 4));
+        assert_eq!(mt.per_turn.len(), 3);
+        for (k, t) in mt.per_turn.iter().enumerate() {
+            let input = t.input_tokens.mean;
+            assert_eq!(input, [200.0, 410.0, 620.0][k]);
+            // The previous turn's prompt is cached in full 16-token blocks (the
+            // simulator caches prompt blocks, not generated ones); the first turn has none.
+            let want_cached = match (caching, k) {
+                (false, _) | (true, 0) => 0.0,
+                (true, 1) => 192.0, // 200 → 12 blocks
+                _ => 400.0,         // 410 → 25 blocks
+            };
+            assert_eq!(
+                t.mean_cached_tokens, want_cached,
+                "turn {k}, caching {caching}"
+            );
+            // TTFT against the simulator's prefill model over the uncached tokens.
+            let ttft = t.summary.stat(Metric::Ttft).unwrap().mean;
+            let want = 5.0 + 0.1 * (input - want_cached);
+            assert!(
+                (ttft - want).abs() < 4.0,
+                "turn {k}, caching {caching}: TTFT {ttft:.2} ms, model says {want:.2} ms"
+            );
+        }
+        let first = mt.per_turn[0].summary.stat(Metric::Ttft).unwrap().mean;
+        let last = mt.per_turn[2].summary.stat(Metric::Ttft).unwrap().mean;
+        if caching {
+            assert!(
+                last < first + 6.0,
+                "with the cache, the third turn is no slower: {first:.1} → {last:.1} ms"
+            );
+        } else {
+            assert!(
+                last > first + 35.0,
+                "without it, 420 more tokens cost ~42 ms: {first:.1} → {last:.1} ms"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversation_cap_request_cap_and_think_time_hold() {
+    let _timing = crate::support::timing_lock().await;
+    let svc = sim(SimParams {
+        prefill_overhead: Some(ms(5.0)),
+        itl: Some(ms(2.0)),
+        ..SimParams::default()
+    });
+    let resolved = resolve(&svc, false, None).await.unwrap();
+    let d = MultiTurnDataset {
+        num_turns: Some(3),
+        input_len: 20,
+        output_len: Some(5),
+        delay: ms(30.0),
+        ..MultiTurnDataset::default()
+    };
+    let p = CaseParams {
+        multi_turn_concurrency: Some(2),
+        ..case(6, d.clone())
+    };
+    let r = execute(&resolved, &svc, &p, &RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.summary.completed, 18);
+    let convs = by_conversation(&r.run.records);
+    // Conversation spans from first send to last answer never overlap more than twice.
+    let mut events: Vec<(f64, i32)> = Vec::new();
+    for c in &convs {
+        let last = c.last().unwrap();
+        events.push((c[0].start, 1));
+        events.push((last.start + last.outcome.latency, -1));
+        // Think time: at least the delay between an answer and the next send, and not
+        // much more (a timer's lateness and the rest of the stream).
+        for w in c.windows(2) {
+            let gap = w[1].start - (w[0].start + w[0].outcome.latency);
+            assert!(
+                (0.030..0.060).contains(&gap),
+                "think time between turns: {:.1} ms",
+                gap * 1e3
+            );
+            assert!(
+                w[1].scheduled >= w[0].start + w[0].outcome.latency + 0.030,
+                "the turn was scheduled after the think time"
+            );
+        }
+    }
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut cur, mut peak) = (0, 0);
+    for (_, d) in events {
+        cur += d;
+        peak = peak.max(cur);
+    }
+    assert_eq!(
+        peak, 2,
+        "two conversations in flight at most, and at times two"
+    );
+    // Six conversations two at a time: the later ones waited for a conversation slot.
+    assert!(
+        r.summary
+            .client_queue
+            .as_ref()
+            .unwrap()
+            .percentiles
+            .last()
+            .unwrap()
+            .1
+            > 100.0
+    );
+
+    // max_concurrency still bounds requests when more conversations are in flight.
+    let p = CaseParams {
+        multi_turn_concurrency: Some(4),
+        max_concurrency: Some(1),
+        ..case(4, d)
+    };
+    let r = execute(&resolved, &svc, &p, &RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.summary.completed, 12);
+    assert_eq!(r.summary.max_concurrent_requests, 1);
+}
+
+/// Four ShareGPT conversations of three human turns; the second turn of `fails` asks
+/// the simulator for an HTTP 500 through a per-message header.
+fn sharegpt_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let conv = |name: &str, fail: bool| {
+        let mut second = serde_json::json!({"from": "human", "value": format!("{name} second question about the same thing")});
+        if fail {
+            second["headers"] = serde_json::json!({"X-Return-Error": "500"});
+        }
+        serde_json::json!({"id": name, "conversations": [
+            {"from": "human", "value": format!("{name} first question with several words")},
+            {"from": "gpt", "value": "a recorded answer of some length here"},
+            second,
+            {"from": "gpt", "value": "another recorded answer"},
+            {"from": "human", "value": format!("{name} third and last question")},
+        ]})
+    };
+    let list = serde_json::json!([
+        conv("alpha", false),
+        conv("bravo", true),
+        conv("charlie", false),
+        conv("delta", false)
+    ]);
+    let path = dir.join("conversations.json");
+    std::fs::write(&path, list.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn a_failed_turn_ends_its_conversation_and_is_counted() {
+    let dir = std::env::temp_dir().join(format!("benchplan-mt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = sharegpt_file(&dir);
+    let out_dir = dir.join("out");
+    let out = benchplan(&[
+        "bench",
+        "--multi-turn",
+        "--sim",
+        "ground-truth",
+        "--sim-set",
+        "itl=1ms",
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        data.to_str().unwrap(),
+        "--output-len",
+        "4",
+        "--num-prompts",
+        "4",
+        "--multi-turn-num-turns",
+        "3",
+        "--multi-turn-concurrency",
+        "2",
+        "--save-result",
+        "--result-dir",
+        out_dir.to_str().unwrap(),
+        "--result-filename",
+        "mt.json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("Conversations completed:                3 of 4"),
+        "{text}"
+    );
+    let r: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("mt.json")).unwrap()).unwrap();
+    // vLLM's `completed` counts successful turns: 3 × 3 + the failed one's first.
+    assert_eq!(r["completed"], 10);
+    assert_eq!(r["failed"], 1);
+    assert_eq!(r["mode"], "multi_turn");
+    assert_eq!(r["num_conversations"], 4);
+    assert_eq!(r["conversations_completed"], 3);
+    assert_eq!(r["conversations_failed"], 1);
+    assert_eq!(r["turns_planned"], 12);
+    assert_eq!(r["turns_successful"], 10);
+    assert_eq!(r["benchplan"]["errors_by_kind"]["http_500"], 1);
+    let turns = r["per_turn_metrics"].as_array().unwrap();
+    assert_eq!(turns.len(), 3);
+    let col = |k: &str| {
+        turns
+            .iter()
+            .map(|t| t[k].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        col("completed"),
+        [4, 3, 3],
+        "the failed conversation sent no third turn"
+    );
+    assert_eq!(col("failed"), [0, 1, 0]);
+    for t in turns {
+        for key in [
+            "mean_ttft_ms",
+            "p99_itl_ms",
+            "mean_tpot_ms",
+            "median_e2el_ms",
+            "mean_input_tokens",
+        ] {
+            assert!(t[key].as_f64().is_some(), "per-turn {key}: {t}");
+        }
+    }
+    // Later turns carry the history: more input by turn.
+    let input: Vec<f64> = turns
+        .iter()
+        .map(|t| t["mean_input_tokens"].as_f64().unwrap())
+        .collect();
+    assert!(input[0] < input[1] && input[1] < input[2], "{input:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn dry_run_prints_per_turn_input_lengths() {
+    let out = benchplan(&[
+        "bench",
+        "--multi-turn",
+        "--sim",
+        "fast",
+        "--dry-run",
+        "--num-prompts",
+        "5",
+        "--multi-turn-num-turns",
+        "3",
+        "--random-input-len",
+        "50",
+        "--per-turn-input-len",
+        "20",
+        "--random-output-len",
+        "10",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("5 conversations, 15 turns, history: live replies"),
+        "{text}"
+    );
+    // Turn, conversations, new input, input sent with history (50; 50+10+20; 80+10+20).
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with(char::is_numeric))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["1", "5", "50/50.0/50", "50/50.0/50/50", "10.0"],
+            ["2", "5", "20/20.0/20", "80/80.0/80/80", "10.0"],
+            ["3", "5", "20/20.0/20", "110/110.0/110/110", "10.0"],
+        ]
+    );
+}
+
+#[test]
+fn the_example_plan_sweeps_turns_and_conversation_concurrency() {
+    let out = benchplan(&["run", "plans/multi-turn.toml", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for id in [
+        "sim-turns2-conv2-",
+        "sim-turns2-conv6-",
+        "sim-turns4-conv2-",
+        "sim-turns4-conv6-",
+    ] {
+        assert!(text.contains(id), "{id} in {text}");
+    }
+    assert_eq!(
+        text.matches("24 conversations, 96 turns").count(),
+        2,
+        "{text}"
+    );
+}

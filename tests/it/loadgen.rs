@@ -57,7 +57,6 @@ fn params(n: u64, input: u64, output: u64) -> CaseParams {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ground_truth_latencies_are_measured_exactly() {
-    let _timing = crate::support::timing_lock().await;
     // Prefill 15 ms + 50 µs per token over 100 tokens = 20 ms TTFT; 10 ms per token after.
     let svc = sim_service(
         Preset::GroundTruth,
@@ -225,7 +224,6 @@ async fn a_server_nobody_listens_on_gives_connection_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poisson_schedule_is_kept() {
-    let _timing = crate::support::timing_lock().await;
     let svc = sim_service(Preset::Fast, SimParams::default());
     let resolved = resolve(&svc, false, None).await.unwrap();
     let p = CaseParams {

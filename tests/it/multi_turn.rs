@@ -91,7 +91,6 @@ async fn three_turns(prefix_caching: bool) -> benchplan::load::case::CaseResult 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_grows_and_the_prefix_cache_cuts_later_turns_ttft() {
-    let _timing = crate::support::timing_lock().await;
     for caching in [true, false] {
         let r = three_turns(caching).await;
         let s = &r.summary;
@@ -151,7 +150,6 @@ async fn history_grows_and_the_prefix_cache_cuts_later_turns_ttft() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conversation_cap_request_cap_and_think_time_hold() {
-    let _timing = crate::support::timing_lock().await;
     let svc = sim(SimParams {
         prefill_overhead: Some(ms(5.0)),
         itl: Some(ms(2.0)),

@@ -40,7 +40,6 @@ async fn timed(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ground_truth_ttft_and_itl_match_the_configuration() {
-    let _timing = crate::support::timing_lock().await;
     // ground-truth: prefill 20 ms, ITL 10 ms, no jitter, no load factor.
     let sim = Simulator::start(SimConfig::preset(Preset::GroundTruth))
         .await
@@ -77,7 +76,6 @@ async fn ground_truth_ttft_and_itl_match_the_configuration() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_beyond_max_num_seqs_wait_for_a_slot() {
-    let _timing = crate::support::timing_lock().await;
     // 4 slots, 8 requests at once; each holds its slot for 20 + 9 × 10 = 110 ms.
     let config = SimConfig {
         max_num_seqs: 4,
@@ -125,7 +123,6 @@ async fn requests_beyond_max_num_seqs_wait_for_a_slot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throughput_saturates_where_littles_law_says() {
-    let _timing = crate::support::timing_lock().await;
     // Little's law: throughput = slots / time in slot = 4 / (0.020 + 4 × 0.005) = 100 req/s.
     let config = SimConfig {
         max_num_seqs: 4,
@@ -156,7 +153,6 @@ async fn throughput_saturates_where_littles_law_says() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_show_running_and_waiting_under_load() {
-    let _timing = crate::support::timing_lock().await;
     let config = SimConfig {
         max_num_seqs: 4,
         itl: 0.05,

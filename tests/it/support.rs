@@ -81,10 +81,3 @@ impl Drop for SimProcess {
         let _ = self.child.wait();
     }
 }
-
-/// Held by the tests that compare measured latencies with injected ones, so they do not
-/// load the two cores for each other (other tests still run alongside).
-pub async fn timing_lock() -> tokio::sync::MutexGuard<'static, ()> {
-    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    LOCK.lock().await
-}

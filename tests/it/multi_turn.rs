@@ -11,6 +11,8 @@ use benchplan::plan::dataset::MultiTurnDataset;
 use benchplan::plan::sim::{Preset, SimParams, SimSpec};
 use benchplan::plan::units::Dur;
 use benchplan::plan::{Backend, CaseParams, Dataset, Metric, Service};
+use std::sync::{Arc, Mutex};
+
 use serde_json::Value;
 
 use crate::support::{benchplan, stderr, stdout};
@@ -398,4 +400,243 @@ fn the_example_plan_sweeps_turns_and_conversation_concurrency() {
         2,
         "{text}"
     );
+}
+
+/// A chat server that records, per request, its session header and how many user
+/// messages it carried, and answers every request with one streamed token.
+async fn recording_server() -> (String, Arc<Mutex<Vec<(String, usize)>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    // One request: headers, then Content-Length bytes of body.
+                    let head_end = loop {
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                        match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+                    let header = |name: &str| {
+                        head.lines()
+                            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+                            .map(|v| v.trim().to_string())
+                    };
+                    let len: usize = header("content-length").map_or(0, |v| v.parse().unwrap());
+                    while buf.len() < head_end + len {
+                        match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let body: Value =
+                        serde_json::from_slice(&buf[head_end..head_end + len]).unwrap_or_default();
+                    buf.drain(..head_end + len);
+                    let users = body["messages"]
+                        .as_array()
+                        .map_or(0, |m| m.iter().filter(|x| x["role"] == "user").count());
+                    if head.starts_with("post") {
+                        log.lock()
+                            .unwrap()
+                            .push((header("x-session-id").unwrap_or_default(), users));
+                    }
+                    let (kind, payload) = if head.starts_with("get") {
+                        (
+                            "application/json",
+                            r#"{"data":[{"id":"m","root":"m"}]}"#.to_string(),
+                        )
+                    } else {
+                        (
+                            "text/event-stream",
+                            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" hi\"}}]}\n\n\
+                             data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n\
+                             data: [DONE]\n\n"
+                                .to_string(),
+                        )
+                    };
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n{payload}",
+                        payload.len()
+                    );
+                    if sock.write_all(resp.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_turn_of_a_conversation_carries_its_session_id() {
+    let (url, seen) = recording_server().await;
+    let svc = Service {
+        base_url: Some(url),
+        model: Some("m".into()),
+        tokenizer: Some(
+            crate::support::repo()
+                .join("tests/fixtures/tokenizer")
+                .display()
+                .to_string(),
+        ),
+        ..Service::default()
+    };
+    let resolved = resolve(&svc, false, None).await.unwrap();
+    let p = case(
+        3,
+        MultiTurnDataset {
+            num_turns: Some(4),
+            input_len: 8,
+            output_len: Some(1),
+            ..MultiTurnDataset::default()
+        },
+    );
+    let opts = RunOptions {
+        smoke: false,
+        request_id_prefix: "t-".into(),
+        ..RunOptions::default()
+    };
+    let r = execute(&resolved, &svc, &p, &opts).await.unwrap();
+    assert_eq!(r.summary.completed, 12);
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    let want: Vec<(String, usize)> = (0..3)
+        .flat_map(|c| (1..=4).map(move |turns| (format!("t-conv-{c}"), turns)))
+        .collect();
+    assert_eq!(
+        seen, want,
+        "one session id per conversation, on each of its turns"
+    );
+}
+
+#[test]
+fn the_report_shows_conversations_and_metrics_by_turn() {
+    let dir = std::env::temp_dir().join(format!("benchplan-mt-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("mt.toml");
+    std::fs::write(
+        &plan,
+        "name = \"mt\"\n[services.s]\nsim = { preset = \"ground-truth\", itl = \"1ms\", enable_prefix_caching = true }\n\
+         [defaults]\nbackend = \"openai-chat\"\nnum_prompts = 3\n\
+         dataset = { name = \"multi_turn\", num_turns = 2, input_len = 40, output_len = 4 }\n",
+    )
+    .unwrap();
+    let results = dir.join("results");
+    let out = benchplan(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--results-dir",
+        results.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    let report = err
+        .lines()
+        .find_map(|l| l.strip_prefix("report: "))
+        .unwrap_or_else(|| panic!("no report line in {err}"));
+    let md = std::fs::read_to_string(report).unwrap();
+    assert!(md.contains("## Conversations"), "{md}");
+    assert!(
+        md.contains("3 of 3 conversations completed, 0 ended by a failed turn; 6 successful turns"),
+        "{md}"
+    );
+    // One row per turn: the second sends 40 + 4 + 40 tokens, 32 of them cached.
+    let rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| 1 |") || l.starts_with("| 2 |"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{md}");
+    assert!(
+        rows[0].starts_with("| 1 | 3 | 0 | 40.00 | 0.00 |"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[1].starts_with("| 2 | 3 | 0 | 84.00 | 32.00 |"),
+        "{}",
+        rows[1]
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_history_resends_the_files_replies() {
+    use benchplan::plan::dataset::ConversationHistory;
+    use benchplan::tokenizer::TokenModel;
+    let dir = std::env::temp_dir().join(format!("benchplan-mt-rec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = sharegpt_file(&dir);
+    let svc = sim(SimParams {
+        itl: Some(ms(1.0)),
+        ..SimParams::default()
+    });
+    let resolved = resolve(&svc, false, None).await.unwrap();
+    let mut results = Vec::new();
+    for history in [ConversationHistory::Recorded, ConversationHistory::Live] {
+        let p = case(
+            3,
+            MultiTurnDataset {
+                path: Some(data.clone()),
+                num_turns: Some(3),
+                output_len: Some(4),
+                history,
+                ..MultiTurnDataset::default()
+            },
+        );
+        // One of the file's conversations asks for an error on its second turn; the
+        // checks below skip it.
+        let r = execute(&resolved, &svc, &p, &RunOptions::default())
+            .await
+            .unwrap();
+        results.push(r);
+    }
+    let count = |s: &str| TokenModel::Builtin.count(s) as u64;
+    let (user, first, second) = (
+        |name: &str, k: usize| {
+            [
+                format!("{name} first question with several words"),
+                format!("{name} second question about the same thing"),
+                format!("{name} third and last question"),
+            ][k]
+                .clone()
+        },
+        count("a recorded answer of some length here"),
+        count("another recorded answer"),
+    );
+    for (r, recorded) in results.iter().zip([true, false]) {
+        for conv in by_conversation(&r.run.records) {
+            if !conv.iter().all(|t| t.outcome.success) {
+                continue; // the conversation with the injected failure
+            }
+            // Each name is one word, so every conversation's messages count the same.
+            let name = "alpha";
+            let served: Vec<u64> = conv
+                .iter()
+                .map(|t| t.outcome.usage_prompt.unwrap())
+                .collect();
+            let u: Vec<u64> = (0..3).map(|k| count(&user(name, k))).collect();
+            let (r0, r1) = if recorded { (first, second) } else { (4, 4) };
+            assert_eq!(
+                served,
+                [u[0], u[0] + r0 + u[1], u[0] + r0 + u[1] + r1 + u[2]],
+                "recorded history: {recorded}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }

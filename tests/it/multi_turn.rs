@@ -640,3 +640,52 @@ async fn recorded_history_resends_the_files_replies() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_rate_paces_conversation_starts() {
+    use benchplan::load::schedule::{ScheduleSpec, arrival_offsets};
+    let svc = sim(SimParams {
+        prefill_overhead: Some(ms(2.0)),
+        itl: Some(ms(1.0)),
+        ..SimParams::default()
+    });
+    let resolved = resolve(&svc, false, None).await.unwrap();
+    let p = CaseParams {
+        request_rate: benchplan::plan::units::Rate(40.0),
+        seed: 9,
+        ..case(
+            8,
+            MultiTurnDataset {
+                num_turns: Some(2),
+                input_len: 10,
+                output_len: Some(2),
+                ..MultiTurnDataset::default()
+            },
+        )
+    };
+    let r = execute(&resolved, &svc, &p, &RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.summary.completed, 16);
+    let want = arrival_offsets(&ScheduleSpec {
+        num_requests: 8,
+        rate: 40.0,
+        burstiness: 1.0,
+        ramp: None,
+        seed: 9,
+    });
+    for conv in by_conversation(&r.run.records) {
+        let c = conv[0].turn.unwrap().conversation as usize;
+        assert_eq!(
+            conv[0].scheduled, want[c],
+            "first turns follow the schedule"
+        );
+        assert!(
+            conv[0].start - want[c] < 0.010,
+            "conversation {c} started {:.1} ms late",
+            (conv[0].start - want[c]) * 1e3
+        );
+        // The second turn follows its own answer, not the schedule.
+        assert!(conv[1].start > conv[0].start + conv[0].outcome.latency);
+    }
+}

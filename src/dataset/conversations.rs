@@ -262,19 +262,10 @@ fn from_file(
 ) -> Result<Conversations, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read dataset file {}: {e}", path.display()))?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "{} is not ShareGPT JSON (line {}): {e}",
-            path.display(),
-            e.line()
-        )
-    })?;
-    let entries = v
-        .as_array()
-        .ok_or_else(|| format!("{} must hold a JSON list of conversations", path.display()))?;
+    let entries = super::files::sharegpt_entries(path, &text)?;
     let (lo, hi) = d.turn_bounds();
     let mut list = Vec::new();
-    for e in entries {
+    for e in &entries {
         let Some(msgs) = e.get("conversations").and_then(Value::as_array) else {
             continue;
         };

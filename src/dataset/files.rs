@@ -44,6 +44,24 @@ fn oversample(
     v
 }
 
+/// The entries of a ShareGPT file: a JSON list of `{"conversations": [...]}` objects.
+pub fn sharegpt_entries(path: &Path, text: &str) -> Result<Vec<Value>, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "{} is not ShareGPT JSON (line {}): {e}",
+            path.display(),
+            e.line()
+        )
+    })?;
+    match v {
+        Value::Array(list) => Ok(list),
+        _ => Err(format!(
+            "{} must hold a JSON list of conversations",
+            path.display()
+        )),
+    }
+}
+
 /// The first human/assistant pair of each ShareGPT conversation, filtered as vLLM does.
 pub fn sharegpt(
     d: &SharegptDataset,
@@ -53,16 +71,7 @@ pub fn sharegpt(
     dir: &Path,
 ) -> Result<Vec<RequestInput>, String> {
     let (path, text) = read(dir, d.path.as_ref(), "sharegpt")?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "{} is not ShareGPT JSON (line {}): {e}",
-            path.display(),
-            e.line()
-        )
-    })?;
-    let list = v
-        .as_array()
-        .ok_or_else(|| format!("{} must hold a JSON list of conversations", path.display()))?;
+    let list = sharegpt_entries(&path, &text)?;
     let mut convs: Vec<(&str, &str)> = list
         .iter()
         .filter_map(|e| e.get("conversations").and_then(Value::as_array))

@@ -18,7 +18,9 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use super::run::{CaseRun, RunError, RunOptions, collect, prepare, prewarm, schedule};
+use super::run::{
+    CaseRun, RunError, RunOptions, collect, prepare, prewarm, schedule, wait_unless_stopped,
+};
 use crate::client::backend::{Prompt, RequestInput, build_body};
 use crate::client::request::{Target, send_with};
 use crate::dataset::conversations::{Conversation, Conversations, History};
@@ -263,15 +265,7 @@ pub async fn run_conversations(
             .spawn(move || {
                 crate::clock::precise_timers();
                 for (ci, &at) in offsets.iter().enumerate() {
-                    let deadline = start + Duration::from_secs_f64(at);
-                    while deadline.saturating_duration_since(Instant::now())
-                        > Duration::from_millis(100)
-                        && !shared.stop.load(Ordering::Relaxed)
-                    {
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                    crate::clock::sleep_until(deadline);
-                    if shared.stop.load(Ordering::Relaxed) {
+                    if !wait_unless_stopped(start + Duration::from_secs_f64(at), &shared.stop) {
                         break;
                     }
                     let released = start.elapsed().as_secs_f64();

@@ -119,6 +119,18 @@ pub(crate) fn schedule(params: &CaseParams, n: usize) -> Vec<f64> {
     })
 }
 
+/// Sleeps precisely until `deadline` (long gaps in slices, so a stop is noticed within
+/// 100 ms); false when a stop came first.
+pub(crate) fn wait_unless_stopped(deadline: Instant, stop: &AtomicBool) -> bool {
+    while deadline.saturating_duration_since(Instant::now()) > Duration::from_millis(100)
+        && !stop.load(Ordering::Relaxed)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    crate::clock::sleep_until(deadline);
+    !stop.load(Ordering::Relaxed)
+}
+
 /// The unmeasured requests before a run: the ready check, the smoke request and the
 /// warmups (under the concurrency cap).
 pub(crate) async fn prepare(
@@ -237,16 +249,7 @@ pub async fn run_case(
             .spawn(move || {
                 crate::clock::precise_timers();
                 for i in 0..n {
-                    // Long gaps are slept in slices, so a stop is noticed within 100 ms.
-                    let deadline = start + Duration::from_secs_f64(offsets[i]);
-                    while deadline.saturating_duration_since(Instant::now())
-                        > Duration::from_millis(100)
-                        && !stop.load(Ordering::Relaxed)
-                    {
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                    crate::clock::sleep_until(deadline);
-                    if stop.load(Ordering::Relaxed) {
+                    if !wait_unless_stopped(start + Duration::from_secs_f64(offsets[i]), &stop) {
                         break;
                     }
                     let dispatched = start.elapsed().as_secs_f64();

@@ -102,7 +102,7 @@ pub async fn send_with(
     target: &Target,
     body: Vec<u8>,
     request_id: Option<&str>,
-    extra: Option<&HeaderMap>,
+    extra: Option<HeaderMap>,
 ) -> Outcome {
     let mut out = Outcome::default();
     let fut = send_inner(target, body, request_id, extra, &mut out);
@@ -126,7 +126,7 @@ async fn send_inner(
     target: &Target,
     body: Vec<u8>,
     request_id: Option<&str>,
-    extra: Option<&HeaderMap>,
+    extra: Option<HeaderMap>,
     out: &mut Outcome,
 ) {
     let mut req = target
@@ -136,7 +136,7 @@ async fn send_inner(
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(body);
     if let Some(extra) = extra {
-        req = req.headers(extra.clone());
+        req = req.headers(extra);
     }
     if let Some(id) = request_id {
         req = req.header("x-request-id", id);

@@ -363,16 +363,15 @@ impl BenchArgs {
             );
         }
         let output = self.output_len;
-        if self.multi_turn {
-            d.insert("dataset".into(), self.multi_turn_dataset()?);
-            opt(
-                &mut d,
-                "multi_turn_concurrency",
-                self.multi_turn_concurrency.map(|c| json!(c)),
-            );
-        }
+        opt(
+            &mut d,
+            "multi_turn_concurrency",
+            self.multi_turn_concurrency
+                .filter(|_| self.multi_turn)
+                .map(|c| json!(c)),
+        );
         let dataset = match self.dataset_name.as_str() {
-            _ if self.multi_turn => d["dataset"].clone(),
+            _ if self.multi_turn => self.multi_turn_dataset()?,
             "random" => {
                 json!({"name": "random", "input_len": self.input_len.unwrap_or(self.random_input_len),
                 "output_len": output.unwrap_or(self.random_output_len), "range_ratio": self.random_range_ratio,

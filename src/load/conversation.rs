@@ -78,9 +78,18 @@ fn user_message(text: &str) -> Value {
     json!({"role": "user", "content": [{"type": "text", "text": text}]})
 }
 
-fn headers_for(conv: &Conversation, turn: usize, shared: &Shared, ci: usize) -> HeaderMap {
+/// The headers every turn of a conversation carries: the file's, then the session id.
+fn conversation_headers(conv: &Conversation, shared: &Shared, ci: usize) -> HeaderMap {
     let mut h = HeaderMap::new();
-    let pairs = conv.headers.iter().chain(&conv.turns[turn].headers);
+    add_headers(&mut h, &conv.headers);
+    if let Some(name) = &shared.session_header {
+        let id = format!("{}conv-{ci}", shared.prefix);
+        h.insert(name.clone(), HeaderValue::from_str(&id).expect("ascii id"));
+    }
+    h
+}
+
+fn add_headers(h: &mut HeaderMap, pairs: &[(String, String)]) {
     for (k, v) in pairs {
         if let (Ok(k), Ok(v)) = (
             HeaderName::from_bytes(k.as_bytes()),
@@ -89,11 +98,6 @@ fn headers_for(conv: &Conversation, turn: usize, shared: &Shared, ci: usize) -> 
             h.insert(k, v);
         }
     }
-    if let Some(name) = &shared.session_header {
-        let id = format!("{}conv-{ci}", shared.prefix);
-        h.insert(name.clone(), HeaderValue::from_str(&id).expect("ascii id"));
-    }
-    h
 }
 
 async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f64) {
@@ -103,6 +107,7 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
         None => None,
     };
     let mut rng = Rng::new(shared.params.seed ^ (ci as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let base_headers = conversation_headers(conv, &shared, ci);
     let mut messages: Vec<Value> = Vec::new();
     let mut history_tokens = 0u64;
     let (mut scheduled, mut dispatched) = (arrival, released);
@@ -124,8 +129,9 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
             history_tokens = 0;
         }
         messages.push(user_message(&turn.user));
+        // The history moves into the request and back, so it is not copied per turn.
         let input = RequestInput {
-            prompt: Prompt::Messages(Value::Array(messages.clone())),
+            prompt: Prompt::Messages(Value::Array(std::mem::take(&mut messages))),
             prompt_len: history_tokens + turn.user_len,
             output_len: turn.output_len,
             arrival: None,
@@ -136,31 +142,34 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
             &input,
             &shared.params,
         );
-        let headers = headers_for(conv, k, &shared, ci);
+        if let Prompt::Messages(Value::Array(m)) = input.prompt {
+            messages = m;
+        }
+        let mut headers = base_headers.clone();
+        add_headers(&mut headers, &turn.headers);
         let id = format!("{}conv{ci}-turn{k}", shared.prefix);
         let outcome = {
             let _permit = match &shared.requests {
                 Some(s) => Some(s.acquire().await.expect("semaphore open")),
                 None => None,
             };
-            send_with(&shared.target, body, Some(&id), Some(&headers)).await
+            send_with(&shared.target, body, Some(&id), Some(headers)).await
         };
         let start = outcome.sent.map_or_else(
             || shared.start.elapsed().as_secs_f64(),
             |t| (t - shared.start).as_secs_f64(),
         );
         let ok = outcome.success;
-        let reply = match shared.convs.history {
-            History::Recorded if turn.recorded_reply.is_some() => (
-                turn.recorded_reply.clone().unwrap_or_default(),
-                turn.recorded_reply_len,
-            ),
-            _ => (
+        // What the next turn resends of this one (nothing after a failure or without history).
+        let reply = match (ok, shared.convs.history, &turn.recorded_reply) {
+            (false, _, _) | (_, History::None, _) => None,
+            (true, History::Recorded, Some(r)) => Some((r.clone(), turn.recorded_reply_len)),
+            (true, _, _) => Some((
                 outcome.text.clone(),
                 outcome
                     .usage_completion
                     .unwrap_or(u64::from(outcome.chunks)),
-            ),
+            )),
         };
         let _ = shared.tx.send(RequestRecord {
             index: shared.first_index[ci] + k,
@@ -175,12 +184,13 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
                 turn: k as u32,
             }),
         });
-        if !ok {
-            return; // a failed turn ends its conversation
-        }
-        if shared.convs.history != History::None {
-            messages.push(json!({"role": "assistant", "content": reply.0}));
-            history_tokens += turn.user_len + reply.1;
+        match reply {
+            None if !ok => return, // a failed turn ends its conversation
+            None => {}
+            Some((text, tokens)) => {
+                messages.push(json!({"role": "assistant", "content": text}));
+                history_tokens += turn.user_len + tokens;
+            }
         }
     }
 }

@@ -130,7 +130,7 @@ async fn history_grows_and_the_prefix_cache_cuts_later_turns_ttft() {
             let ttft = t.summary.stat(Metric::Ttft).unwrap().mean;
             let want = 5.0 + 0.1 * (input - want_cached);
             assert!(
-                (ttft - want).abs() < 4.0,
+                (ttft - want).abs() < 3.0,
                 "turn {k}, caching {caching}: TTFT {ttft:.2} ms, model says {want:.2} ms"
             );
         }
@@ -138,7 +138,7 @@ async fn history_grows_and_the_prefix_cache_cuts_later_turns_ttft() {
         let last = mt.per_turn[2].summary.stat(Metric::Ttft).unwrap().mean;
         if caching {
             assert!(
-                last < first + 6.0,
+                last < first + 4.0,
                 "with the cache, the third turn is no slower: {first:.1} → {last:.1} ms"
             );
         } else {

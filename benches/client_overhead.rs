@@ -8,6 +8,9 @@
 //! - a Poisson schedule at 1,000 req/s: achieved rate and schedule lag;
 //! - peak RSS of this (client) process.
 //!
+//! Rows ending in `+reqwest` repeat a scenario through reqwest/hyper instead of the
+//! native HTTP/1.1 client that plain-http targets use, to show what the latter saves.
+//!
 //! Each scenario runs in a fresh child process (so its peak RSS is its own) with a
 //! single-threaded tokio runtime, as `benchplan bench` uses against an external server.
 //! CPU is read from /proc/self/stat around the measured run only (the dataset is built
@@ -33,6 +36,62 @@ struct Figures {
     cpu: f64,
     summary: benchplan::metrics::summary::Summary,
     records: Vec<benchplan::metrics::record::RequestRecord>,
+    /// Per request (by index): the simulator's actual send times of its chunks, seconds
+    /// from the request's arrival (paced scenarios, which run `sim --record-timings`).
+    emitted: Vec<Option<Emitted>>,
+}
+
+/// What the simulator recorded for one request.
+#[derive(Clone)]
+struct Emitted {
+    /// Arrival on the host's monotonic clock, ns.
+    arrived_ns: u64,
+    /// Send times of its chunks, seconds after arrival.
+    chunks: Vec<f64>,
+}
+
+const ID_PREFIX: &str = "bench-";
+
+/// The simulator's record of what it actually sent, by request index.
+async fn emitted_times(
+    sim: &SimProcess,
+    client: &reqwest::Client,
+    n: usize,
+) -> Vec<Option<Emitted>> {
+    let mut by_index = vec![None; n];
+    let Ok(resp) = client
+        .get(format!("{}/sim/timings", sim.base_url))
+        .send()
+        .await
+    else {
+        return by_index;
+    };
+    if !resp.status().is_success() {
+        return by_index; // not recording
+    }
+    let v: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+    for r in v["requests"].as_array().unwrap() {
+        let Some(i) = r["request_id"]
+            .as_str()
+            .and_then(|id| id.strip_prefix(ID_PREFIX))
+            .and_then(|i| i.parse::<usize>().ok())
+        else {
+            continue; // the smoke request and warmups carry no id
+        };
+        let times = r["chunks_us"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_f64().unwrap() / 1e6)
+            .collect();
+        if i < n {
+            by_index[i] = Some(Emitted {
+                arrived_ns: r["arrived_monotonic_ns"].as_u64().unwrap(),
+                chunks: times,
+            });
+        }
+    }
+    by_index
 }
 
 async fn measure(
@@ -41,6 +100,7 @@ async fn measure(
     requests: usize,
     output: u64,
     rate: f64,
+    native: bool,
 ) -> Figures {
     let svc = Service {
         base_url: Some(sim.base_url.clone()),
@@ -67,13 +127,20 @@ async fn measure(
         benchplan::dataset::build(&params, &resolved.tokens, std::path::Path::new(".")).unwrap(),
     );
     let params = Arc::new(params);
-    let t = target(&resolved, &svc, &params);
+    let mut t = target(&resolved, &svc, &params);
+    if !native {
+        // The comparison rows: the same requests through reqwest/hyper.
+        Arc::get_mut(&mut t).expect("sole owner").native = None;
+    }
     let me = std::process::id();
     let cpu0 = cpu_seconds_of(me);
-    let run = run_case(t, params.clone(), inputs, &RunOptions::default())
-        .await
-        .unwrap();
+    let opts = RunOptions {
+        request_id_prefix: ID_PREFIX.into(),
+        ..RunOptions::default()
+    };
+    let run = run_case(t, params.clone(), inputs, &opts).await.unwrap();
     let cpu = cpu_seconds_of(me) - cpu0;
+    let emitted = emitted_times(sim, &resolved.client, requests).await;
     let chunks = run
         .records
         .iter()
@@ -86,7 +153,60 @@ async fn measure(
         cpu,
         summary,
         records: run.records,
+        emitted,
     }
+}
+
+/// Client accuracy against what the simulator actually did (its recorded send times).
+struct VsEmitted {
+    /// Median |client TTFT − (first send − arrival)|, ms.
+    ttft_p50: f64,
+    /// |client ITL − gap between the two sends|: p50 and p99, ms.
+    itl_p50: f64,
+    itl_p99: f64,
+    /// The TTFT error split on the shared monotonic clock (medians, ms): from the
+    /// client's send stamp to the simulator having parsed the request, and from the
+    /// simulator's first send to the client's timestamp of it.
+    request_leg_p50: f64,
+    response_leg_p50: f64,
+    response_leg_p99: f64,
+    /// How late the simulator's first sends were against the configured TTFT (median, ms).
+    sim_late_p50: f64,
+}
+
+fn errors_vs_emitted(f: &Figures, ttft_configured: f64) -> Option<VsEmitted> {
+    let (mut ttft, mut itl, mut late, mut req_leg, mut resp_leg) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for (r, e) in f.records.iter().zip(&f.emitted) {
+        let e = e.as_ref()?;
+        if !r.outcome.success || e.chunks.is_empty() {
+            continue;
+        }
+        let c = &e.chunks;
+        ttft.push((r.outcome.ttft - c[0]).abs() * 1e3);
+        late.push((c[0] - ttft_configured) * 1e3);
+        let sent_ns = benchplan::clock::monotonic_ns(r.outcome.sent?) as f64;
+        let arrived_ns = e.arrived_ns as f64;
+        req_leg.push((arrived_ns - sent_ns) / 1e6);
+        resp_leg.push((sent_ns + r.outcome.ttft * 1e9 - (arrived_ns + c[0] * 1e9)) / 1e6);
+        for (k, got) in r.outcome.itl.iter().enumerate() {
+            if let (Some(a), Some(b)) = (c.get(k), c.get(k + 1)) {
+                itl.push((got - (b - a)).abs() * 1e3);
+            }
+        }
+    }
+    for v in [&mut ttft, &mut itl, &mut late, &mut req_leg, &mut resp_leg] {
+        v.sort_by(f64::total_cmp);
+    }
+    Some(VsEmitted {
+        ttft_p50: percentile(&ttft, 50.0),
+        itl_p50: percentile(&itl, 50.0),
+        itl_p99: percentile(&itl, 99.0),
+        request_leg_p50: percentile(&req_leg, 50.0),
+        response_leg_p50: percentile(&resp_leg, 50.0),
+        response_leg_p99: percentile(&resp_leg, 99.0),
+        sim_late_p50: percentile(&late, 50.0),
+    })
 }
 
 fn errors_ms(
@@ -121,6 +241,7 @@ fn scenario(name: &str) -> Option<(&'static [&'static str], usize, usize, u64, f
         "max_num_seqs=2000",
         "--set",
         "max_waiting_queue=10000",
+        "--record-timings",
     ];
     Some(match name {
         "fast-1" => (FAST, 1, 20, 10_000, f64::INFINITY),
@@ -137,19 +258,24 @@ fn scenario(name: &str) -> Option<(&'static [&'static str], usize, usize, u64, f
 }
 
 fn run_one(name: &str) {
-    let (sim_args, streams, requests, output, rate) = scenario(name).expect("a known scenario");
+    // `<scenario>+reqwest` runs the scenario through reqwest instead of the native client.
+    let (base, native) = match name.strip_suffix("+reqwest") {
+        Some(b) => (b, false),
+        None => (name, true),
+    };
+    let (sim_args, streams, requests, output, rate) = scenario(base).expect("a known scenario");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
         let sim = SimProcess::start(sim_args);
-        let f = measure(&sim, streams, requests, output, rate).await;
+        let f = measure(&sim, streams, requests, output, rate, native).await;
         let rss = peak_rss_mib();
         if name.starts_with("poisson") {
             let lag = f.summary.schedule_lag.as_ref().unwrap();
             println!(
-                "{name:<13} achieved {:.1} req/s ({:+.2}% of {rate}); schedule lag p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; peak RSS {rss:.0} MiB; failed {}",
+                "{name:<17} achieved {:.1} req/s ({:+.2}% of {rate}); schedule lag p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; peak RSS {rss:.0} MiB; failed {}",
                 f.summary.request_throughput,
                 (f.summary.request_throughput / rate - 1.0) * 100.0,
                 lag.percentiles[0].1,
@@ -159,7 +285,7 @@ fn run_one(name: &str) {
             );
         } else if name.starts_with("fast") {
             println!(
-                "{name:<13} {:>8} chunks, {:>9.0} chunks/s, client CPU {:.2} us/chunk; peak RSS {rss:.0} MiB; failed {}",
+                "{name:<17} {:>8} chunks, {:>9.0} chunks/s, client CPU {:.2} us/chunk; peak RSS {rss:.0} MiB; failed {}",
                 f.chunks,
                 f.chunks as f64 / f.wall,
                 f.cpu * 1e6 / f.chunks as f64,
@@ -168,12 +294,26 @@ fn run_one(name: &str) {
         } else {
             let (ttft50, itl50, itl99) = errors_ms(&f.records, 0.020, 0.010);
             println!(
-                "{name:<13} {:>7} chunks, {:>7.0} chunks/s, client CPU {:.2} us/chunk; |TTFT error| p50 {ttft50:.3} ms; |ITL error| p50 {itl50:.3} ms, p99 {itl99:.3} ms; peak RSS {rss:.0} MiB; failed {}",
+                "{name:<17} {:>7} chunks, {:>7.0} chunks/s, client CPU {:.2} us/chunk; peak RSS {rss:.0} MiB; failed {}",
                 f.chunks,
                 f.chunks as f64 / f.wall,
                 f.cpu * 1e6 / f.chunks as f64,
                 f.summary.failed
             );
+            println!(
+                "{:<17} vs configured 20/10 ms: |TTFT error| p50 {ttft50:.3} ms; |ITL error| p50 {itl50:.3} ms, p99 {itl99:.3} ms",
+                ""
+            );
+            if let Some(v) = errors_vs_emitted(&f, 0.020) {
+                println!(
+                    "{:<17} vs the simulator's actual sends: |TTFT error| p50 {:.3} ms; |ITL error| p50 {:.3} ms, p99 {:.3} ms",
+                    "", v.ttft_p50, v.itl_p50, v.itl_p99
+                );
+                println!(
+                    "{:<17} TTFT legs (shared clock): request (client stamp -> simulator parsed) p50 {:.3} ms; response (simulator sent -> client stamp) p50 {:.3} ms, p99 {:.3} ms; simulator's first send late by p50 {:.3} ms",
+                    "", v.request_leg_p50, v.response_leg_p50, v.response_leg_p99, v.sim_late_p50
+                );
+            }
         }
     });
 }
@@ -189,11 +329,13 @@ fn main() {
         "fast-100",
         "fast-500",
         "fast-1000",
+        "fast-500+reqwest",
         "poisson-1000",
         "paced-1",
         "paced-100",
         "paced-500",
         "paced-1000",
+        "paced-500+reqwest",
     ] {
         if !only.is_empty() && !name.starts_with(&only) {
             continue;

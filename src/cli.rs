@@ -132,6 +132,10 @@ pub struct SimArgs {
     /// Set one parameter: --set itl=5ms --set max_num_seqs=8. Repeatable.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
+    /// Record when each streamed token was actually sent, served at GET /sim/timings
+    /// (ground truth for client-accuracy measurements).
+    #[arg(long)]
+    pub record_timings: bool,
 }
 
 /// How a plan is read: the file, its format, and overrides.

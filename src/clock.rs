@@ -33,3 +33,19 @@ pub fn sleep_until(deadline: Instant) {
         }
     }
 }
+
+/// `t` on the system-wide monotonic clock, in nanoseconds. Two processes on one host
+/// read the same clock, so the simulator's send times and a client's receive times can
+/// be compared directly (`Instant` is that clock on Linux, but opaque).
+pub fn monotonic_ns(t: Instant) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let now_ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    let back = Instant::now().saturating_duration_since(t).as_nanos() as u64;
+    let ahead = t.saturating_duration_since(Instant::now()).as_nanos() as u64;
+    now_ns - back + ahead
+}

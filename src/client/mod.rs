@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod chunk;
+pub mod h1;
 pub mod http;
 pub mod request;
 pub mod sse;

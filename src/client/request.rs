@@ -3,12 +3,14 @@
 //! arrive; TTFT at the first SSE message with non-empty `choices`; one ITL sample per
 //! later such message; E2EL at the last token-bearing message. Failures become data.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderMap;
 use serde::Serialize;
 
 use super::chunk;
+use super::h1;
 use super::sse::SseParser;
 use crate::plan::Backend;
 
@@ -25,7 +27,17 @@ pub struct Target {
     /// Authorization and extra headers (never printed).
     pub headers: HeaderMap,
     pub client: reqwest::Client,
+    /// Plain-http targets: the native HTTP/1.1 client's endpoint (see `h1`); None sends
+    /// through reqwest (HTTPS, or when chosen).
+    pub native: Option<Arc<h1::Endpoint>>,
     pub timeout: Option<Duration>,
+}
+
+impl Target {
+    /// The native endpoint for `url` when it is plain http.
+    pub fn native_for(url: &str) -> Option<Arc<h1::Endpoint>> {
+        h1::Endpoint::for_url(url).map(Arc::new)
+    }
 }
 
 /// Why a request failed; counted by kind in every report.
@@ -122,13 +134,74 @@ pub async fn send_with(
     out
 }
 
-async fn send_inner(
-    target: &Target,
+/// A response being read: through reqwest or the native client.
+enum Body<'a> {
+    Reqwest(reqwest::Response, bytes::Bytes),
+    Native(h1::Response<'a>),
+}
+
+impl Body<'_> {
+    fn status(&self) -> u16 {
+        match self {
+            Body::Reqwest(r, _) => r.status().as_u16(),
+            Body::Native(r) => r.status,
+        }
+    }
+
+    /// The next bytes of the body as they arrive; None at its end.
+    async fn next(&mut self) -> Result<Option<&[u8]>, String> {
+        match self {
+            Body::Reqwest(r, held) => match r.chunk().await {
+                Ok(Some(b)) => {
+                    *held = b;
+                    Ok(Some(held))
+                }
+                Ok(None) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            },
+            Body::Native(r) => r.read_some().await.map_err(|e| e.to_string()),
+        }
+    }
+
+    async fn all(mut self) -> Result<Vec<u8>, String> {
+        let mut all = Vec::new();
+        while let Some(b) = self.next().await? {
+            all.extend_from_slice(b);
+        }
+        Ok(all)
+    }
+}
+
+/// Sends the request and reads the response head; the failure's kind and message.
+async fn open<'a>(
+    target: &'a Target,
     body: Vec<u8>,
     request_id: Option<&str>,
     extra: Option<HeaderMap>,
-    out: &mut Outcome,
-) {
+    sent: &mut Instant,
+) -> Result<Body<'a>, (&'static str, String)> {
+    if let Some(native) = &target.native {
+        let extra = extra.unwrap_or_default();
+        return native
+            .pool
+            .post(
+                &native.path,
+                &[&target.headers, &extra],
+                request_id,
+                &body,
+                &mut |t| *sent = t,
+            )
+            .await
+            .map(Body::Native)
+            .map_err(|e| {
+                let kind = match e {
+                    h1::H1Error::Connection(_) => "connection",
+                    h1::H1Error::Broken(_) => "stream_broken",
+                    h1::H1Error::Protocol(_) => "request",
+                };
+                (kind, e.to_string())
+            });
+    }
     let mut req = target
         .client
         .post(&target.url)
@@ -141,15 +214,35 @@ async fn send_inner(
     if let Some(id) = request_id {
         req = req.header("x-request-id", id);
     }
-    let sent = Instant::now();
+    *sent = Instant::now();
+    match req.send().await {
+        Ok(r) => Ok(Body::Reqwest(r, bytes::Bytes::new())),
+        Err(e) => Err((classify(&e), e.to_string())),
+    }
+}
+
+async fn send_inner(
+    target: &Target,
+    body: Vec<u8>,
+    request_id: Option<&str>,
+    extra: Option<HeaderMap>,
+    out: &mut Outcome,
+) {
+    let mut sent = Instant::now();
+    out.sent = Some(sent); // kept if a timeout cuts the attempt short
+    let opened = open(target, body, request_id, extra, &mut sent).await;
     out.sent = Some(sent);
-    let mut resp = match req.send().await {
+    let mut resp = match opened {
         Ok(r) => r,
-        Err(e) => return fail(out, classify(&e), e.to_string()),
+        Err((kind, msg)) => return fail(out, kind, msg),
     };
     let status = resp.status();
-    if !status.is_success() {
-        let text = resp.text().await.unwrap_or_default();
+    if !(200..300).contains(&status) {
+        let text = resp
+            .all()
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         let msg = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
             .and_then(|v| {
@@ -160,12 +253,12 @@ async fn send_inner(
             .unwrap_or(text);
         return fail(
             out,
-            &format!("http_{}", status.as_u16()),
-            format!("HTTP {}: {msg}", status.as_u16()),
+            &format!("http_{status}"),
+            format!("HTTP {status}: {msg}"),
         );
     }
     if target.backend.is_pooling() {
-        return match resp.bytes().await {
+        return match resp.all().await {
             Ok(bytes) => {
                 let t = sent.elapsed().as_secs_f64();
                 out.ttft = t;
@@ -177,7 +270,7 @@ async fn send_inner(
                     .and_then(|x| x.as_u64());
                 out.success = true;
             }
-            Err(e) => fail(out, "stream_broken", e.to_string()),
+            Err(e) => fail(out, "stream_broken", e),
         };
     }
 
@@ -186,7 +279,7 @@ async fn send_inner(
     let mut first = true;
     let mut failure: Option<(&'static str, String)> = None;
     loop {
-        let bytes = match resp.chunk().await {
+        let bytes = match resp.next().await {
             Ok(Some(b)) => b,
             Ok(None) => break,
             Err(e) => {
@@ -198,7 +291,7 @@ async fn send_inner(
             }
         };
         let now = Instant::now();
-        parser.feed(&bytes, &mut |ev| {
+        parser.feed(bytes, &mut |ev| {
             if failure.is_some() {
                 return;
             }

@@ -168,8 +168,10 @@ pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure:
             |b| vec![b],
         );
         for b in wanted {
+            let url = format!("{base}{}", b.default_endpoint());
             let target = Target {
-                url: format!("{base}{}", b.default_endpoint()),
+                native: Target::native_for(&url),
+                url,
                 base_url: base.clone(),
                 backend: b,
                 model: model.clone(),

@@ -355,11 +355,14 @@ pub(crate) async fn collect(
     (records, interrupted)
 }
 
-/// Opens up to `k` pooled connections with concurrent GETs of /v1/models; best effort.
+/// Opens up to `k` pooled connections (reqwest: with concurrent GETs of /v1/models); best effort.
 pub(crate) async fn prewarm(target: &Arc<Target>, k: usize) {
     let k = k.min(4096);
     if k <= 1 {
         return;
+    }
+    if let Some(native) = &target.native {
+        return native.pool.prewarm(k).await;
     }
     let url = format!("{}/v1/models", target.base_url);
     let tasks: Vec<_> = (0..k)

@@ -204,8 +204,10 @@ pub fn target(r: &Resolved, service: &Service, params: &CaseParams) -> Arc<Targe
         .endpoint
         .clone()
         .unwrap_or_else(|| params.backend().default_endpoint().to_string());
+    let url = format!("{}{}", r.base_url, endpoint);
     Arc::new(Target {
-        url: format!("{}{}", r.base_url, endpoint),
+        native: Target::native_for(&url),
+        url,
         base_url: r.base_url.clone(),
         backend: params.backend(),
         model: service

@@ -60,6 +60,8 @@ pub struct SseStream {
     /// A cut is due once this timer fires: the bytes before it get flushed first, so
     /// the client sees a stream that breaks mid-way rather than a dropped connection.
     pub cut: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Send times of this stream's messages, when the simulator records them.
+    pub trace: Option<super::timings::Trace>,
 }
 
 impl SseStream {
@@ -73,6 +75,12 @@ impl SseStream {
         else {
             return Err(StreamCut);
         };
+        if let Some(t) = &mut self.trace {
+            t.chunk();
+            if start == 0 && self.api == Api::Chat {
+                t.chunk(); // the role delta is a message with choices too
+            }
+        }
         if start == 0 && self.api == Api::Chat {
             // vLLM's chat stream opens with a role-only delta, right before the first token.
             buf.extend_from_slice(self.head.as_bytes());

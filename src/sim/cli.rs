@@ -58,7 +58,8 @@ pub fn run(args: &SimArgs) -> u8 {
             return exit::BAD_PLAN;
         }
     };
-    let config = SimConfig::from_spec(&spec);
+    let mut config = SimConfig::from_spec(&spec);
+    config.record_timings = args.record_timings;
     let addr = match format!("{}:{}", args.host, args.port).parse() {
         Ok(a) => a,
         Err(e) => {

@@ -34,6 +34,9 @@ pub struct SimConfig {
     pub seed: u64,
     /// Embedding vector length for /v1/embeddings.
     pub embedding_dim: usize,
+    /// Keep each streamed request's actual send times for `GET /sim/timings`
+    /// (`benchplan sim --record-timings`; the client benchmark's ground truth).
+    pub record_timings: bool,
 }
 
 impl SimConfig {
@@ -64,6 +67,7 @@ impl SimConfig {
             tokenizer: None,
             seed: 0,
             embedding_dim: 64,
+            record_timings: false,
         };
         match preset {
             Preset::Fast => SimConfig {

@@ -16,6 +16,7 @@ use super::body::{Api, OutputTable, SimBody, SseStream, output_token, usage_json
 use super::config::SimConfig;
 use super::engine::{Command, Event, Finish, Job};
 use super::metrics::Stats;
+use super::timings::{Timings, Trace};
 use crate::plan::sim::FailureType;
 use crate::rng::Rng;
 use crate::tokenizer::TokenModel;
@@ -33,6 +34,8 @@ pub struct State {
     pub next_request: AtomicU64,
     pub tokens: TokenModel,
     pub outputs: OutputTable,
+    /// Actual send times of streamed chunks, when recording (see `timings`).
+    pub timings: Option<Arc<Timings>>,
 }
 
 type Resp = Response<SimBody>;
@@ -99,6 +102,7 @@ pub async fn handle(
     state: Arc<State>,
     req: Request<Incoming>,
 ) -> Result<Resp, std::convert::Infallible> {
+    let arrived = Instant::now();
     let ready = state.started.elapsed().as_secs_f64() >= state.config.startup_delay;
     let path = req.uri().path().to_string();
     let resp = match (req.method(), path.as_str()) {
@@ -118,6 +122,14 @@ pub async fn handle(
             .header("content-type", "text/plain; version=0.0.4")
             .body(SimBody::full(state.stats.render(&state.config.model)))
             .expect("valid response"),
+        (&Method::GET, "/sim/timings") => match &state.timings {
+            Some(t) => json_response(StatusCode::OK, &t.to_json()),
+            None => error(
+                StatusCode::NOT_FOUND,
+                "NotFoundError",
+                "timings are recorded only with `benchplan sim --record-timings`",
+            ),
+        },
         (&Method::GET, "/version") => json_response(
             StatusCode::OK,
             &json!({"version": format!("benchplan-sim {}", env!("CARGO_PKG_VERSION"))}),
@@ -148,7 +160,7 @@ pub async fn handle(
             | "/v1/embeddings"
             | "/v1/rerank"
             | "/rerank",
-        ) => inference(state, req, &path, ready).await,
+        ) => inference(state, req, &path, ready, arrived).await,
         _ => error(
             StatusCode::NOT_FOUND,
             "NotFoundError",
@@ -259,8 +271,18 @@ fn header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn inference(state: Arc<State>, req: Request<Incoming>, path: &str, ready: bool) -> Resp {
+async fn inference(
+    state: Arc<State>,
+    req: Request<Incoming>,
+    path: &str,
+    ready: bool,
+    arrived: Instant,
+) -> Resp {
     let c = &state.config;
+    let trace = state.timings.as_ref().map(|t| {
+        let id = header(&req, "x-request-id").map(str::to_string);
+        Trace::new(t.clone(), arrived, id)
+    });
     if let Some(key) = &c.api_key {
         let ok = header(&req, "authorization").and_then(|h| h.strip_prefix("Bearer "))
             == Some(key.as_str());
@@ -315,6 +337,7 @@ async fn inference(state: Arc<State>, req: Request<Incoming>, path: &str, ready:
             generate(
                 state,
                 &body,
+                trace,
                 if path.ends_with("chat/completions") {
                     Api::Chat
                 } else {
@@ -353,7 +376,7 @@ fn submit(state: &State, job: Job) -> Result<(), Box<Resp>> {
     })
 }
 
-async fn generate(state: Arc<State>, body: &Value, api: Api) -> Resp {
+async fn generate(state: Arc<State>, body: &Value, trace: Option<Trace>, api: Api) -> Resp {
     let c = &state.config;
     let prompt = match prompt_tokens(&state.tokens, body) {
         Ok(p) => p,
@@ -424,6 +447,7 @@ async fn generate(state: Arc<State>, body: &Value, api: Api) -> Resp {
             finished: false,
             completion_tokens: 0,
             cut: None,
+            trace,
         };
         return Response::builder()
             .header("content-type", "text/event-stream")

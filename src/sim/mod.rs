@@ -15,6 +15,7 @@ pub mod engine;
 pub mod http;
 pub mod metrics;
 pub mod prefix_cache;
+pub mod timings;
 pub mod vocab;
 
 use std::net::SocketAddr;
@@ -82,7 +83,11 @@ impl Simulator {
         let addr = listener.local_addr()?;
         let stats = Arc::new(Stats::default());
         let engine = engine::spawn(config.clone(), stats.clone());
+        let timings = config
+            .record_timings
+            .then(|| Arc::new(timings::Timings::default()));
         let state = Arc::new(http::State {
+            timings,
             rng: Mutex::new(crate::rng::Rng::new(config.seed)),
             config,
             stats: stats.clone(),

@@ -6,6 +6,7 @@ mod cli;
 mod datasets;
 mod loadgen;
 mod multi_turn;
+mod native_http;
 mod optimize;
 mod plans;
 mod run_plan;

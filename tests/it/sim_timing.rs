@@ -202,3 +202,78 @@ fn metric(text: &str, name: &str) -> f64 {
         .parse()
         .unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_timings_are_the_actual_sends_and_match_what_the_client_saw() {
+    use benchplan::client::request::{Target, send};
+    let mut config = SimConfig::preset(Preset::GroundTruth);
+    config.record_timings = true;
+    let sim = Simulator::start(config).await.unwrap();
+    let c = benchplan::client::http::build_client(false, None).unwrap();
+    let url = format!("{}/v1/completions", sim.base_url);
+    let target = Target {
+        native: Target::native_for(&url),
+        url,
+        base_url: sim.base_url.clone(),
+        backend: benchplan::plan::Backend::Openai,
+        model: "benchplan-sim".into(),
+        headers: Default::default(),
+        client: c.clone(),
+        timeout: Some(Duration::from_secs(10)),
+    };
+    let body = json!({"prompt": "a b c", "max_tokens": 6, "stream": true, "ignore_eos": true})
+        .to_string()
+        .into_bytes();
+    let mut outcomes = Vec::new();
+    for i in 0..3 {
+        outcomes.push(send(&target, body.clone(), Some(&format!("t-{i}"))).await);
+    }
+    let bytes = c
+        .get(format!("{}/sim/timings", sim.base_url))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let records = v["requests"].as_array().unwrap();
+    assert_eq!(records.len(), 3, "{v}");
+    for (i, o) in outcomes.iter().enumerate() {
+        let r = records
+            .iter()
+            .find(|r| r["request_id"] == format!("t-{i}"))
+            .expect("a record per request id");
+        let us: Vec<f64> = r["chunks_us"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_f64().unwrap() / 1e3)
+            .collect();
+        // One time per token chunk; never before it was due (20 ms, then every 10 ms).
+        assert_eq!(us.len(), 6);
+        for (k, t) in us.iter().enumerate() {
+            assert!(*t >= 20.0 + 10.0 * k as f64 - 0.05, "chunk {k} at {t} ms");
+        }
+        // What the client measured is what was sent, plus a little loopback and wake-up
+        // (never less: the client's clock starts before the arrival and stops after the send).
+        let ttft = o.ttft * 1e3;
+        assert!(
+            ttft >= us[0] && ttft - us[0] < 5.0,
+            "client TTFT {ttft} ms, simulator sent at {} ms",
+            us[0]
+        );
+        assert!(r["arrived_monotonic_ns"].as_u64().unwrap() > 0);
+    }
+    // Without --record-timings the endpoint says how to turn it on.
+    let plain = Simulator::start(SimConfig::preset(Preset::Fast))
+        .await
+        .unwrap();
+    let resp = c
+        .get(format!("{}/sim/timings", plain.base_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+    assert!(resp.text().await.unwrap().contains("--record-timings"));
+}

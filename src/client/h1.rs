@@ -1,0 +1,740 @@
+//! A small HTTP/1.1 client for plain-http benchmark traffic: one task per request reads
+//! its own socket and decodes the body in place.
+//!
+//! Why not reqwest here: hyper runs each connection as its own task and passes every
+//! body frame to the request's task through a channel, so a streamed chunk costs two
+//! task wake-ups and a channel hop. With paced streams (about one TCP read per token)
+//! that hop was more than half of the client's CPU per chunk. Reading the socket in the
+//! request's own task halves it, and the chunk's arrival time is taken right after the
+//! read that delivered it. reqwest still serves HTTPS and every side request.
+//!
+//! Scope: `POST` with a body, keep-alive connections in a per-target pool, responses
+//! framed by `Transfer-Encoding: chunked`, `Content-Length` or connection close. A
+//! pooled connection the server has closed meanwhile is retried once on a new one, as
+//! hyper's pool does.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderMap, TRANSFER_ENCODING};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Why a native request failed, in the terms the error kinds use.
+#[derive(Debug)]
+pub enum H1Error {
+    /// No connection (refused, unreachable, connect timeout), or the server closed it
+    /// before answering.
+    Connection(String),
+    /// The connection broke or closed in the middle of the body.
+    Broken(String),
+    /// The server's answer is not HTTP/1.x.
+    Protocol(String),
+}
+
+impl std::fmt::Display for H1Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            H1Error::Connection(m) | H1Error::Broken(m) | H1Error::Protocol(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Idle keep-alive connections to one `host:port`.
+#[derive(Debug)]
+pub struct Pool {
+    authority: String,
+    addrs: Mutex<Option<Vec<SocketAddr>>>,
+    idle: Mutex<Vec<TcpStream>>,
+    connect_timeout: Duration,
+}
+
+/// The parts of a plain-http URL a request needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    /// `host:port`, as sent in the `Host` header.
+    pub authority: String,
+    /// Path and query.
+    pub path: String,
+}
+
+/// Splits an `http://` URL; None for anything else (HTTPS goes through reqwest).
+pub fn parse_http_url(url: &str) -> Option<HttpUrl> {
+    let u = reqwest::Url::parse(url).ok()?;
+    if u.scheme() != "http" || !u.username().is_empty() || u.password().is_some() {
+        return None;
+    }
+    // IPv6 literals keep their brackets here, as the Host header wants them.
+    let host = u.host_str()?;
+    let port = u.port_or_known_default()?;
+    let mut path = u.path().to_string();
+    if let Some(q) = u.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    Some(HttpUrl {
+        authority: format!("{host}:{port}"),
+        path,
+    })
+}
+
+/// One plain-http endpoint: its connection pool and request path.
+#[derive(Debug)]
+pub struct Endpoint {
+    pub pool: Pool,
+    pub path: String,
+}
+
+impl Endpoint {
+    /// None unless `url` is plain http.
+    pub fn for_url(url: &str) -> Option<Endpoint> {
+        let u = parse_http_url(url)?;
+        Some(Endpoint {
+            pool: Pool::new(u.authority),
+            path: u.path,
+        })
+    }
+}
+
+impl Pool {
+    pub fn new(authority: String) -> Pool {
+        Pool {
+            authority,
+            addrs: Mutex::new(None),
+            idle: Mutex::new(Vec::new()),
+            connect_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// Opens connections until `k` are idle in the pool (best effort), so TCP set-up is
+    /// not measured as server latency.
+    pub async fn prewarm(&self, k: usize) {
+        let have = self.idle.lock().expect("pool lock").len();
+        let Ok(addrs) = self.resolve().await else {
+            return;
+        };
+        let mut opening = tokio::task::JoinSet::new();
+        for _ in have..k {
+            opening.spawn(connect(addrs.clone(), self.connect_timeout));
+        }
+        while let Some(r) = opening.join_next().await {
+            if let Ok(Ok(s)) = r {
+                self.put_idle(s);
+            }
+        }
+    }
+
+    async fn resolve(&self) -> Result<Vec<SocketAddr>, H1Error> {
+        if let Some(a) = self.addrs.lock().expect("pool lock").clone() {
+            return Ok(a);
+        }
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&self.authority)
+            .await
+            .map_err(|e| H1Error::Connection(format!("cannot resolve {}: {e}", self.authority)))?
+            .collect();
+        if addrs.is_empty() {
+            return Err(H1Error::Connection(format!(
+                "{} resolves to no address",
+                self.authority
+            )));
+        }
+        *self.addrs.lock().expect("pool lock") = Some(addrs.clone());
+        Ok(addrs)
+    }
+
+    async fn connect(&self) -> Result<TcpStream, H1Error> {
+        connect(self.resolve().await?, self.connect_timeout).await
+    }
+
+    fn take_idle(&self) -> Option<TcpStream> {
+        self.idle.lock().expect("pool lock").pop()
+    }
+
+    fn put_idle(&self, s: TcpStream) {
+        self.idle.lock().expect("pool lock").push(s);
+    }
+
+    /// Sends `POST path` and reads the response head. `on_sent` is called just before
+    /// the request's bytes go out (again when a stale pooled connection forces a retry),
+    /// so the caller's clock starts at the attempt that counts.
+    pub async fn post(
+        &self,
+        path: &str,
+        headers: &[&HeaderMap],
+        request_id: Option<&str>,
+        body: &[u8],
+        on_sent: &mut impl FnMut(Instant),
+    ) -> Result<Response<'_>, H1Error> {
+        let request = self.encode(path, headers, request_id, body);
+        // A pooled connection may have been closed by the server while idle; that shows
+        // as a failed write or an EOF before any answer. Retry once on a new connection.
+        if let Some(stream) = self.take_idle() {
+            on_sent(Instant::now());
+            match self.exchange(stream, &request).await {
+                Ok(r) => return Ok(r),
+                Err(Attempt::Stale) => {}
+                Err(Attempt::Failed(e)) => return Err(e),
+            }
+        }
+        let stream = self.connect().await?;
+        on_sent(Instant::now());
+        match self.exchange(stream, &request).await {
+            Ok(r) => Ok(r),
+            Err(Attempt::Stale) => Err(H1Error::Connection(
+                "the server closed the connection without answering".into(),
+            )),
+            Err(Attempt::Failed(e)) => Err(e),
+        }
+    }
+
+    fn encode(
+        &self,
+        path: &str,
+        headers: &[&HeaderMap],
+        request_id: Option<&str>,
+        body: &[u8],
+    ) -> Vec<u8> {
+        let mut r = Vec::with_capacity(256 + body.len());
+        r.extend_from_slice(b"POST ");
+        r.extend_from_slice(path.as_bytes());
+        r.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+        r.extend_from_slice(self.authority.as_bytes());
+        r.extend_from_slice(b"\r\n");
+        if !headers.iter().any(|m| m.contains_key(CONTENT_TYPE)) {
+            r.extend_from_slice(b"content-type: application/json\r\n");
+        }
+        if !headers.iter().any(|m| m.contains_key(ACCEPT)) {
+            r.extend_from_slice(b"accept: */*\r\n");
+        }
+        for map in headers {
+            for (name, value) in map.iter() {
+                // The framing headers are this client's to write.
+                if name == HOST || name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
+                    continue;
+                }
+                r.extend_from_slice(name.as_str().as_bytes());
+                r.extend_from_slice(b": ");
+                r.extend_from_slice(value.as_bytes());
+                r.extend_from_slice(b"\r\n");
+            }
+        }
+        if let Some(id) = request_id {
+            r.extend_from_slice(b"x-request-id: ");
+            r.extend_from_slice(id.as_bytes());
+            r.extend_from_slice(b"\r\n");
+        }
+        r.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+        r.extend_from_slice(body);
+        r
+    }
+
+    async fn exchange(
+        &self,
+        mut stream: TcpStream,
+        request: &[u8],
+    ) -> Result<Response<'_>, Attempt> {
+        if let Err(e) = stream.write_all(request).await {
+            return Err(if is_stale(&e) {
+                Attempt::Stale
+            } else {
+                Attempt::Failed(H1Error::Connection(format!("cannot send the request: {e}")))
+            });
+        }
+        let mut buf = Vec::with_capacity(READ_SIZE);
+        // After an interim answer the next head may already be buffered: parse first.
+        let mut need_read = true;
+        loop {
+            if need_read {
+                match read_more(&mut stream, &mut buf).await {
+                    Ok(0) if buf.is_empty() => return Err(Attempt::Stale),
+                    Ok(0) => {
+                        return Err(Attempt::Failed(H1Error::Connection(
+                            "the server closed the connection in the middle of the response head"
+                                .into(),
+                        )));
+                    }
+                    Ok(_) => {}
+                    Err(e) if buf.is_empty() && is_stale(&e) => return Err(Attempt::Stale),
+                    Err(e) => {
+                        return Err(Attempt::Failed(H1Error::Connection(format!(
+                            "reading the response failed: {e}"
+                        ))));
+                    }
+                }
+            }
+            need_read = true;
+            let mut headers = [httparse::EMPTY_HEADER; 128];
+            let mut head = httparse::Response::new(&mut headers);
+            let used = match head.parse(&buf) {
+                Ok(httparse::Status::Complete(n)) => n,
+                Ok(httparse::Status::Partial) => {
+                    if buf.len() > MAX_HEAD {
+                        return Err(Attempt::Failed(H1Error::Protocol(
+                            "the response head is larger than 64 KiB".into(),
+                        )));
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    return Err(Attempt::Failed(H1Error::Protocol(format!(
+                        "the answer is not HTTP/1.1 ({e})"
+                    ))));
+                }
+            };
+            let status = head.code.unwrap_or(0);
+            if (100..200).contains(&status) && status != 101 {
+                buf.drain(..used); // an interim answer (100 Continue): the real one follows
+                need_read = buf.is_empty();
+                continue;
+            }
+            let (framing, keep_alive) = framing_of(status, head.version == Some(1), head.headers)
+                .map_err(|m| Attempt::Failed(H1Error::Protocol(m)))?;
+            buf.drain(..used);
+            return Ok(Response {
+                status,
+                pool: self,
+                stream: Some(stream),
+                keep_alive,
+                buf,
+                pos: 0,
+                framing,
+                out: Vec::new(),
+            });
+        }
+    }
+}
+
+async fn connect(addrs: Vec<SocketAddr>, timeout: Duration) -> Result<TcpStream, H1Error> {
+    let mut last = None;
+    for a in addrs {
+        match tokio::time::timeout(timeout, TcpStream::connect(a)).await {
+            Ok(Ok(s)) => {
+                // Small request bodies and SSE frames: never wait to coalesce.
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Ok(Err(e)) => last = Some(format!("cannot connect to {a}: {e}")),
+            Err(_) => {
+                last = Some(format!(
+                    "cannot connect to {a} within {:.0} s",
+                    timeout.as_secs_f64()
+                ))
+            }
+        }
+    }
+    Err(H1Error::Connection(last.unwrap_or_default()))
+}
+
+enum Attempt {
+    /// A reused connection turned out closed before any answer: try a new one.
+    Stale,
+    Failed(H1Error),
+}
+
+const READ_SIZE: usize = 16 * 1024;
+const MAX_HEAD: usize = 64 * 1024;
+
+fn is_stale(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::UnexpectedEof
+    )
+}
+
+/// Asks the kernel to delay the ACK of what was just read instead of sending one per
+/// read. A streamed body arrives as one small segment per token, and each immediate ACK
+/// costs the client a loopback transmit and receive. The kernel leaves this mode on its
+/// own after a delayed ACK, hence the call after every read.
+fn delay_acks(stream: &TcpStream) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let off: libc::c_int = 0;
+        // SAFETY: a valid socket, an int option and its size.
+        unsafe {
+            libc::setsockopt(
+                stream.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_QUICKACK,
+                (&off as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+}
+
+/// Reads once into the spare capacity of `buf` (keeping at least a read's worth free).
+async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
+    if buf.capacity() - buf.len() < READ_SIZE / 4 {
+        buf.reserve(READ_SIZE);
+    }
+    stream.read_buf(buf).await
+}
+
+/// How the body's end is known, and the chunked decoder's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// `Content-Length`: bytes still to come.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked(ChunkState),
+    /// Neither: the body ends when the server closes the connection.
+    UntilClose,
+    /// The body is complete.
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChunkState {
+    /// Reading a size line: hex digits so far, then (after `;`) extensions up to the LF.
+    Size { size: u64, digits: u32, ext: bool },
+    /// Data bytes still to come in this chunk.
+    Data(u64),
+    /// The CRLF after a chunk's data; `cr` once its CR was seen.
+    DataEnd { cr: bool },
+    /// Trailer lines after the last chunk, up to an empty line; `len` of the current one.
+    Trailer { len: u32 },
+}
+
+const SIZE_START: ChunkState = ChunkState::Size {
+    size: 0,
+    digits: 0,
+    ext: false,
+};
+
+/// The body framing and whether the connection may serve another request afterwards.
+fn framing_of(
+    status: u16,
+    http11: bool,
+    headers: &[httparse::Header<'_>],
+) -> Result<(Framing, bool), String> {
+    let mut keep_alive = http11;
+    let mut chunked = false;
+    let mut length = None;
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = String::from_utf8_lossy(h.value)
+                .split(',')
+                .any(|t| t.trim().eq_ignore_ascii_case("chunked"));
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            let v = std::str::from_utf8(h.value).unwrap_or("").trim();
+            length = Some(
+                v.parse::<u64>()
+                    .map_err(|_| format!("invalid content-length {v:?}"))?,
+            );
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            let v = String::from_utf8_lossy(h.value).to_ascii_lowercase();
+            if v.contains("close") {
+                keep_alive = false;
+            } else if v.contains("keep-alive") {
+                keep_alive = true;
+            }
+        }
+    }
+    Ok(if status == 204 || status == 304 {
+        (Framing::Done, keep_alive)
+    } else if chunked {
+        (Framing::Chunked(SIZE_START), keep_alive)
+    } else if let Some(n) = length {
+        (Framing::Length(n), keep_alive)
+    } else {
+        (Framing::UntilClose, false)
+    })
+}
+
+/// A response whose body is read as it arrives.
+pub struct Response<'p> {
+    pub status: u16,
+    pool: &'p Pool,
+    stream: Option<TcpStream>,
+    keep_alive: bool,
+    /// Received bytes not yet decoded start at `pos`.
+    buf: Vec<u8>,
+    pos: usize,
+    framing: Framing,
+    /// Body bytes decoded by the last `read_some`.
+    out: Vec<u8>,
+}
+
+impl std::fmt::Debug for Response<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("framing", &self.framing)
+            .finish()
+    }
+}
+
+impl Response<'_> {
+    /// Waits for more body: every body byte that arrived with the next read (plus any
+    /// left from the head's read). `Ok(None)` at the end of the body, when a reusable
+    /// connection goes back to the pool.
+    pub async fn read_some(&mut self) -> Result<Option<&[u8]>, H1Error> {
+        self.out.clear();
+        loop {
+            let (used, framing) = decode_into(self.framing, &self.buf[self.pos..], &mut self.out)?;
+            self.pos += used;
+            self.framing = framing;
+            if !self.out.is_empty() {
+                return Ok(Some(&self.out));
+            }
+            if self.framing == Framing::Done {
+                if let Some(s) = self.stream.take()
+                    && self.keep_alive
+                    && self.pos == self.buf.len()
+                {
+                    self.pool.put_idle(s);
+                }
+                return Ok(None);
+            }
+            let Some(stream) = self.stream.as_mut() else {
+                return Ok(None);
+            };
+            if self.pos == self.buf.len() {
+                self.buf.clear();
+                self.pos = 0;
+            } else if self.pos >= READ_SIZE {
+                self.buf.drain(..self.pos);
+                self.pos = 0;
+            }
+            let read = read_more(stream, &mut self.buf).await;
+            if matches!(read, Ok(n) if n > 0) {
+                delay_acks(stream);
+            }
+            match read {
+                Ok(0) => {
+                    self.stream = None;
+                    if self.framing == Framing::UntilClose {
+                        self.framing = Framing::Done;
+                        return Ok(None);
+                    }
+                    return Err(H1Error::Broken(
+                        "the server closed the connection before the end of the body".into(),
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.stream = None;
+                    return Err(H1Error::Broken(format!("reading the body failed: {e}")));
+                }
+            }
+        }
+    }
+}
+
+/// Decodes as much of `input` as the framing allows, appending body bytes to `out`.
+/// Returns the bytes consumed and the new state.
+fn decode_into(
+    framing: Framing,
+    input: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(usize, Framing), H1Error> {
+    match framing {
+        Framing::Done => Ok((0, Framing::Done)),
+        Framing::UntilClose => {
+            out.extend_from_slice(input);
+            Ok((input.len(), framing))
+        }
+        Framing::Length(left) => {
+            let take = (left as usize).min(input.len());
+            out.extend_from_slice(&input[..take]);
+            let left = left - take as u64;
+            let next = if left == 0 {
+                Framing::Done
+            } else {
+                Framing::Length(left)
+            };
+            Ok((take, next))
+        }
+        Framing::Chunked(state) => {
+            let (used, next) = decode_chunked(state, input, out)?;
+            Ok((used, next.map_or(Framing::Done, Framing::Chunked)))
+        }
+    }
+}
+
+/// The chunked-transfer decoder (RFC 9112 §7.1). None once the last chunk and its
+/// trailers are read.
+fn decode_chunked(
+    mut state: ChunkState,
+    input: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(usize, Option<ChunkState>), H1Error> {
+    let bad = |what: &str| H1Error::Broken(format!("invalid chunked encoding: {what}"));
+    let mut i = 0;
+    while i < input.len() {
+        match state {
+            ChunkState::Size { size, digits, ext } => {
+                let b = input[i];
+                i += 1;
+                if b == b'\n' {
+                    if digits == 0 {
+                        return Err(bad("a chunk size line without digits"));
+                    }
+                    state = if size == 0 {
+                        ChunkState::Trailer { len: 0 }
+                    } else {
+                        ChunkState::Data(size)
+                    };
+                } else if ext || b == b'\r' {
+                    // Extensions (and the CR before the LF) are skipped.
+                } else if b == b';' || b == b' ' || b == b'\t' {
+                    state = ChunkState::Size {
+                        size,
+                        digits,
+                        ext: true,
+                    };
+                } else {
+                    let d = (b as char)
+                        .to_digit(16)
+                        .ok_or_else(|| bad("a non-hex chunk size"))?;
+                    if digits >= 15 {
+                        return Err(bad("a chunk size too large"));
+                    }
+                    state = ChunkState::Size {
+                        size: size * 16 + u64::from(d),
+                        digits: digits + 1,
+                        ext,
+                    };
+                }
+            }
+            ChunkState::Data(left) => {
+                let take = (left as usize).min(input.len() - i);
+                out.extend_from_slice(&input[i..i + take]);
+                i += take;
+                state = if take as u64 == left {
+                    ChunkState::DataEnd { cr: false }
+                } else {
+                    ChunkState::Data(left - take as u64)
+                };
+            }
+            ChunkState::DataEnd { cr } => {
+                let b = input[i];
+                i += 1;
+                state = match (b, cr) {
+                    (b'\r', false) => ChunkState::DataEnd { cr: true },
+                    (b'\n', _) => SIZE_START,
+                    _ => return Err(bad("no CRLF after a chunk's data")),
+                };
+            }
+            ChunkState::Trailer { len } => {
+                let b = input[i];
+                i += 1;
+                if b == b'\n' {
+                    if len == 0 {
+                        return Ok((i, None));
+                    }
+                    state = ChunkState::Trailer { len: 0 };
+                } else if b != b'\r' {
+                    state = ChunkState::Trailer { len: len + 1 };
+                }
+            }
+        }
+    }
+    Ok((i, Some(state)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(
+        framing: Framing,
+        wire: &[u8],
+        split: usize,
+    ) -> Result<(Vec<u8>, Framing), String> {
+        let mut out = Vec::new();
+        let mut state = framing;
+        let mut pending: Vec<u8> = Vec::new();
+        for part in [&wire[..split], &wire[split..]] {
+            pending.extend_from_slice(part);
+            let (used, next) = decode_into(state, &pending, &mut out).map_err(|e| e.to_string())?;
+            pending.drain(..used);
+            state = next;
+        }
+        Ok((out, state))
+    }
+
+    #[test]
+    fn chunked_bodies_decode_at_every_split() {
+        let wire = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\nx-trailer: 1\r\n\r\n";
+        for split in 0..=wire.len() {
+            let (body, state) = decode_all(Framing::Chunked(SIZE_START), wire, split).unwrap();
+            assert_eq!(body, b"hello, world", "split at {split}");
+            assert_eq!(state, Framing::Done, "split at {split}");
+        }
+        // Bare LF line ends are accepted too, and upper-case hex.
+        let (body, state) =
+            decode_all(Framing::Chunked(SIZE_START), b"A\n0123456789\n0\n\n", 3).unwrap();
+        assert_eq!(
+            (body.as_slice(), state),
+            (&b"0123456789"[..], Framing::Done)
+        );
+    }
+
+    #[test]
+    fn an_unfinished_chunked_body_is_not_done_and_garbage_is_an_error() {
+        let (body, state) = decode_all(Framing::Chunked(SIZE_START), b"5\r\nhel", 2).unwrap();
+        assert_eq!(body, b"hel");
+        assert_eq!(state, Framing::Chunked(ChunkState::Data(2)));
+        assert!(decode_all(Framing::Chunked(SIZE_START), b"zz\r\n", 1).is_err());
+        assert!(decode_all(Framing::Chunked(SIZE_START), b"2\r\nabX", 1).is_err());
+        assert!(decode_all(Framing::Chunked(SIZE_START), b"\r\n", 1).is_err());
+    }
+
+    #[test]
+    fn length_bodies_stop_at_their_length() {
+        let (body, state) = decode_all(Framing::Length(4), b"abcdef", 2).unwrap();
+        assert_eq!((body.as_slice(), state), (&b"abcd"[..], Framing::Done));
+    }
+
+    #[test]
+    fn framing_follows_the_headers() {
+        let h = |n: &'static str, v: &'static [u8]| httparse::Header { name: n, value: v };
+        assert_eq!(
+            framing_of(200, true, &[h("Transfer-Encoding", b"chunked")]).unwrap(),
+            (Framing::Chunked(SIZE_START), true)
+        );
+        assert_eq!(
+            framing_of(
+                200,
+                true,
+                &[h("content-length", b"12"), h("Connection", b"close")]
+            )
+            .unwrap(),
+            (Framing::Length(12), false)
+        );
+        assert_eq!(
+            framing_of(200, true, &[]).unwrap(),
+            (Framing::UntilClose, false)
+        );
+        assert_eq!(framing_of(204, false, &[]).unwrap(), (Framing::Done, false));
+        assert!(framing_of(200, true, &[h("content-length", b"x")]).is_err());
+    }
+
+    #[test]
+    fn only_plain_http_urls_are_native() {
+        assert_eq!(
+            parse_http_url("http://127.0.0.1:8000/v1/completions?a=1"),
+            Some(HttpUrl {
+                authority: "127.0.0.1:8000".into(),
+                path: "/v1/completions?a=1".into()
+            })
+        );
+        assert_eq!(
+            parse_http_url("http://localhost/x").unwrap().authority,
+            "localhost:80"
+        );
+        assert_eq!(
+            parse_http_url("http://[::1]:9/x").unwrap().authority,
+            "[::1]:9"
+        );
+        assert_eq!(parse_http_url("https://example.com/x"), None);
+        assert_eq!(parse_http_url("http://u:p@example.com/x"), None);
+    }
+}

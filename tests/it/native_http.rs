@@ -1,0 +1,209 @@
+//! The native HTTP/1.1 client against scripted servers: the framings and failures a
+//! real server can produce, which the simulator (always chunked, always keep-alive)
+//! does not.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+use benchplan::client::request::{Outcome, Target, send};
+use benchplan::plan::Backend;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+
+/// Two completions chunks, the usage chunk and `[DONE]`, as vLLM streams them.
+const SSE: &str = "data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n\
+                   data: {\"choices\":[{\"index\":0,\"text\":\"b\"}]}\n\n\
+                   data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n\n\
+                   data: [DONE]\n\n";
+
+fn chunked(body: &str) -> String {
+    // Split into two HTTP chunks, so the decoder crosses a chunk boundary mid-event.
+    let (a, b) = body.split_at(body.len() / 2);
+    format!("{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n", a.len(), b.len())
+}
+
+/// Reads one request (head and `content-length` body); its head, or None at EOF.
+fn read_request(s: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            while buf.len() < end + 4 + len {
+                let n = s.read(&mut byte).ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&byte[..n]);
+            }
+            return Some(head);
+        }
+        let n = s.read(&mut byte).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&byte[..n]);
+    }
+}
+
+/// A server on 127.0.0.1:0 that runs `script(connection number, stream)` per connection;
+/// the request heads it read are kept.
+fn scripted(
+    script: impl Fn(usize, &mut TcpStream, &Mutex<Vec<String>>) + Send + Sync + 'static,
+) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (script, seen) = (Arc::new(script), heads.clone());
+    std::thread::spawn(move || {
+        for (i, conn) in listener.incoming().enumerate() {
+            let Ok(mut s) = conn else { break };
+            let (script, seen) = (script.clone(), seen.clone());
+            std::thread::spawn(move || script(i, &mut s, &seen));
+        }
+    });
+    (format!("http://{addr}"), heads)
+}
+
+fn target(base: &str) -> Target {
+    let url = format!("{base}/v1/completions");
+    let mut headers = HeaderMap::new();
+    headers.insert(AUTHORIZATION, HeaderValue::from_static("Bearer secret"));
+    Target {
+        native: Target::native_for(&url),
+        url,
+        base_url: base.to_string(),
+        backend: Backend::Openai,
+        model: "m".into(),
+        headers,
+        client: benchplan::client::http::build_client(false, None).unwrap(),
+        timeout: Some(std::time::Duration::from_secs(10)),
+    }
+}
+
+fn assert_streamed(o: &Outcome) {
+    assert!(o.success, "{:?}", o.error);
+    assert_eq!(
+        (o.chunks, o.text.as_str(), o.usage_completion, o.done),
+        (2, "ab", Some(2), true)
+    );
+}
+
+#[tokio::test]
+async fn a_pooled_connection_the_server_closed_is_retried_on_a_new_one() {
+    // Each connection serves one keep-alive answer and is then closed by the server, as an
+    // idle timeout does: the pooled connection is stale when the next request takes it.
+    let (base, heads) = scripted(|_, s, heads| {
+        if let Some(h) = read_request(s) {
+            heads.lock().unwrap().push(h);
+            let body = chunked(SSE);
+            let _ = s.write_all(
+                format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{body}").as_bytes(),
+            );
+        }
+    });
+    let t = target(&base);
+    assert!(
+        t.native.is_some(),
+        "plain http goes through the native client"
+    );
+    for i in 0..3 {
+        let o = send(&t, b"{\"prompt\":\"x\"}".to_vec(), Some(&format!("id-{i}"))).await;
+        assert_streamed(&o);
+        // Give the server's close time to arrive, so the next request finds it stale.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let heads = heads.lock().unwrap();
+    assert_eq!(heads.len(), 3, "one answered request per connection");
+    let h = &heads[2];
+    assert!(h.starts_with("POST /v1/completions HTTP/1.1\r\n"), "{h}");
+    for line in [
+        "authorization: Bearer secret",
+        "x-request-id: id-2",
+        "content-type: application/json",
+        "content-length: 14",
+    ] {
+        assert!(h.contains(line), "{line} in {h}");
+    }
+}
+
+#[tokio::test]
+async fn length_and_close_framed_bodies_and_interim_answers() {
+    let (base, _) = scripted(|conn, s, _| {
+        // Keep-alive connection 0 answers twice: a 100 Continue then a content-length body,
+        // then the same again; connection 1 (after "Connection: close") ends with the close.
+        let close = conn > 0;
+        while read_request(s).is_some() {
+            let answer = if close {
+                format!("HTTP/1.0 200 OK\r\ncontent-type: text/event-stream\r\n\r\n{SSE}")
+            } else {
+                format!(
+                    "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{SSE}",
+                    SSE.len()
+                )
+            };
+            let _ = s.write_all(answer.as_bytes());
+            if close {
+                return; // dropping the stream closes it: the end of the body
+            }
+        }
+    });
+    let t = target(&base);
+    assert_streamed(&send(&t, b"{}".to_vec(), None).await);
+    assert_streamed(&send(&t, b"{}".to_vec(), None).await); // the same connection, reused
+    // A fresh target means a fresh pool: its first connection is number 1, close-framed.
+    let t = target(&base);
+    assert_streamed(&send(&t, b"{}".to_vec(), None).await);
+}
+
+#[tokio::test]
+async fn broken_answers_become_counted_error_kinds() {
+    let (base, _) = scripted(|conn, s, _| {
+        if read_request(s).is_none() {
+            return;
+        }
+        let answer: &[u8] = match conn {
+            0 => b"", // closes without a word
+            1 => b"SPEAK FRIEND\r\n\r\n",
+            // Headers and part of the body, then the connection drops mid-stream.
+            2 => b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n30\r\ndata: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n",
+            _ => b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 37\r\n\r\n{\"error\":{\"message\":\"overloaded now\"}}",
+        };
+        let _ = s.write_all(answer);
+    });
+    let mut kinds = vec![];
+    for _ in 0..4 {
+        // A new target each time, so each request opens the next scripted connection.
+        let o = send(&target(&base), b"{}".to_vec(), None).await;
+        assert!(!o.success);
+        let e = o.error.unwrap();
+        kinds.push(e.kind.clone());
+        if e.kind == "http_503" {
+            assert!(e.message.contains("overloaded now"), "{}", e.message);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        kinds,
+        ["connection", "request", "stream_broken", "http_503"]
+    );
+}
+
+#[tokio::test]
+async fn nobody_listening_is_a_connection_error() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let o = send(
+        &target(&format!("http://127.0.0.1:{port}")),
+        b"{}".to_vec(),
+        None,
+    )
+    .await;
+    assert_eq!(o.error.map(|e| e.kind), Some("connection".into()));
+}

@@ -8,7 +8,9 @@
 //! - a Poisson schedule at 1,000 req/s: achieved rate and schedule lag;
 //! - peak RSS of this (client) process.
 //!
-//! Rows ending in `+reqwest` repeat a scenario through reqwest/hyper instead of the
+//! Rows ending in `@pinned` bind the client to CPU 0 and the simulator to CPU 1: the
+//! client's accuracy when nothing else competes for its core (the simulator, on one
+//! core, is then later against its configuration). Rows ending in `+reqwest` repeat a scenario through reqwest/hyper instead of the
 //! native HTTP/1.1 client that plain-http targets use, to show what the latter saves.
 //!
 //! Each scenario runs in a fresh child process (so its peak RSS is its own) with a
@@ -28,12 +30,14 @@ use benchplan::metrics::summary::summarize;
 use benchplan::plan::dataset::RandomDataset;
 use benchplan::plan::units::Rate;
 use benchplan::plan::{Backend, CaseParams, Dataset, Metric, Service};
-use support::{SimProcess, cpu_seconds_of, peak_rss_mib, percentile};
+use support::{SimProcess, cpu_split_of, peak_rss_mib, percentile};
 
 struct Figures {
     chunks: u64,
     wall: f64,
     cpu: f64,
+    /// The user-space part of `cpu` (the rest is the kernel's: reads, wake-ups, ACKs).
+    cpu_user: f64,
     summary: benchplan::metrics::summary::Summary,
     records: Vec<benchplan::metrics::record::RequestRecord>,
     /// Per request (by index): the simulator's actual send times of its chunks, seconds
@@ -133,13 +137,14 @@ async fn measure(
         Arc::get_mut(&mut t).expect("sole owner").native = None;
     }
     let me = std::process::id();
-    let cpu0 = cpu_seconds_of(me);
+    let (user0, sys0) = cpu_split_of(me);
     let opts = RunOptions {
         request_id_prefix: ID_PREFIX.into(),
         ..RunOptions::default()
     };
     let run = run_case(t, params.clone(), inputs, &opts).await.unwrap();
-    let cpu = cpu_seconds_of(me) - cpu0;
+    let (user1, sys1) = cpu_split_of(me);
+    let (cpu, cpu_user) = (user1 + sys1 - user0 - sys0, user1 - user0);
     let emitted = emitted_times(sim, &resolved.client, requests).await;
     let chunks = run
         .records
@@ -151,6 +156,7 @@ async fn measure(
         chunks,
         wall: run.duration,
         cpu,
+        cpu_user,
         summary,
         records: run.records,
         emitted,
@@ -172,11 +178,18 @@ struct VsEmitted {
     response_leg_p99: f64,
     /// How late the simulator's first sends were against the configured TTFT (median, ms).
     sim_late_p50: f64,
+    /// The client's own part of the TTFT error (ms, p50 and p99): writing the request
+    /// (stamp to write returned) plus the response leg. What remains of the request
+    /// leg is the server reading the request, which every client counts in TTFT.
+    client_own_p50: f64,
+    client_own_p99: f64,
+    server_read_p50: f64,
 }
 
 fn errors_vs_emitted(f: &Figures, ttft_configured: f64) -> Option<VsEmitted> {
     let (mut ttft, mut itl, mut late, mut req_leg, mut resp_leg) =
         (vec![], vec![], vec![], vec![], vec![]);
+    let (mut own, mut server_read) = (vec![], vec![]);
     for (r, e) in f.records.iter().zip(&f.emitted) {
         let e = e.as_ref()?;
         if !r.outcome.success || e.chunks.is_empty() {
@@ -188,14 +201,28 @@ fn errors_vs_emitted(f: &Figures, ttft_configured: f64) -> Option<VsEmitted> {
         let sent_ns = benchplan::clock::monotonic_ns(r.outcome.sent?) as f64;
         let arrived_ns = e.arrived_ns as f64;
         req_leg.push((arrived_ns - sent_ns) / 1e6);
-        resp_leg.push((sent_ns + r.outcome.ttft * 1e9 - (arrived_ns + c[0] * 1e9)) / 1e6);
+        let response_leg = (sent_ns + r.outcome.ttft * 1e9 - (arrived_ns + c[0] * 1e9)) / 1e6;
+        resp_leg.push(response_leg);
+        if let Some(w) = r.outcome.written {
+            let written_ns = benchplan::clock::monotonic_ns(w) as f64;
+            own.push((written_ns - sent_ns) / 1e6 + response_leg);
+            server_read.push((arrived_ns - written_ns) / 1e6);
+        }
         for (k, got) in r.outcome.itl.iter().enumerate() {
             if let (Some(a), Some(b)) = (c.get(k), c.get(k + 1)) {
                 itl.push((got - (b - a)).abs() * 1e3);
             }
         }
     }
-    for v in [&mut ttft, &mut itl, &mut late, &mut req_leg, &mut resp_leg] {
+    for v in [
+        &mut ttft,
+        &mut itl,
+        &mut late,
+        &mut req_leg,
+        &mut resp_leg,
+        &mut own,
+        &mut server_read,
+    ] {
         v.sort_by(f64::total_cmp);
     }
     Some(VsEmitted {
@@ -206,6 +233,9 @@ fn errors_vs_emitted(f: &Figures, ttft_configured: f64) -> Option<VsEmitted> {
         response_leg_p50: percentile(&resp_leg, 50.0),
         response_leg_p99: percentile(&resp_leg, 99.0),
         sim_late_p50: percentile(&late, 50.0),
+        client_own_p50: percentile(&own, 50.0),
+        client_own_p99: percentile(&own, 99.0),
+        server_read_p50: percentile(&server_read, 50.0),
     })
 }
 
@@ -258,18 +288,27 @@ fn scenario(name: &str) -> Option<(&'static [&'static str], usize, usize, u64, f
 }
 
 fn run_one(name: &str) {
-    // `<scenario>+reqwest` runs the scenario through reqwest instead of the native client.
-    let (base, native) = match name.strip_suffix("+reqwest") {
-        Some(b) => (b, false),
-        None => (name, true),
+    // `<scenario>+reqwest` runs the scenario through reqwest instead of the native client;
+    // `<scenario>@pinned` gives the client CPU 0 and the simulator CPU 1, as when the
+    // client runs on a machine of its own.
+    let (base, pinned) = match name.strip_suffix("@pinned") {
+        Some(b) => (b, true),
+        None => (name, false),
     };
+    let (base, native) = match base.strip_suffix("+reqwest") {
+        Some(b) => (b, false),
+        None => (base, true),
+    };
+    if pinned {
+        support::pin_to_cpu(0);
+    }
     let (sim_args, streams, requests, output, rate) = scenario(base).expect("a known scenario");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let sim = SimProcess::start(sim_args);
+        let sim = SimProcess::start_on(sim_args, pinned.then_some(1));
         let f = measure(&sim, streams, requests, output, rate, native).await;
         let rss = peak_rss_mib();
         if name.starts_with("poisson") {
@@ -285,19 +324,21 @@ fn run_one(name: &str) {
             );
         } else if name.starts_with("fast") {
             println!(
-                "{name:<17} {:>8} chunks, {:>9.0} chunks/s, client CPU {:.2} us/chunk; peak RSS {rss:.0} MiB; failed {}",
+                "{name:<17} {:>8} chunks, {:>9.0} chunks/s, client CPU {:.2} us/chunk ({:.2} user); peak RSS {rss:.0} MiB; failed {}",
                 f.chunks,
                 f.chunks as f64 / f.wall,
                 f.cpu * 1e6 / f.chunks as f64,
+                f.cpu_user * 1e6 / f.chunks as f64,
                 f.summary.failed
             );
         } else {
             let (ttft50, itl50, itl99) = errors_ms(&f.records, 0.020, 0.010);
             println!(
-                "{name:<17} {:>7} chunks, {:>7.0} chunks/s, client CPU {:.2} us/chunk; peak RSS {rss:.0} MiB; failed {}",
+                "{name:<17} {:>7} chunks, {:>7.0} chunks/s, client CPU {:.2} us/chunk ({:.2} user); peak RSS {rss:.0} MiB; failed {}",
                 f.chunks,
                 f.chunks as f64 / f.wall,
                 f.cpu * 1e6 / f.chunks as f64,
+                f.cpu_user * 1e6 / f.chunks as f64,
                 f.summary.failed
             );
             println!(
@@ -313,6 +354,12 @@ fn run_one(name: &str) {
                     "{:<17} TTFT legs (shared clock): request (client stamp -> simulator parsed) p50 {:.3} ms; response (simulator sent -> client stamp) p50 {:.3} ms, p99 {:.3} ms; simulator's first send late by p50 {:.3} ms",
                     "", v.request_leg_p50, v.response_leg_p50, v.response_leg_p99, v.sim_late_p50
                 );
+                if f.records.iter().any(|r| r.outcome.written.is_some()) {
+                    println!(
+                        "{:<17} client's own TTFT error (request write + response leg) p50 {:.3} ms, p99 {:.3} ms; simulator reading the request p50 {:.3} ms",
+                        "", v.client_own_p50, v.client_own_p99, v.server_read_p50
+                    );
+                }
             }
         }
     });
@@ -336,6 +383,7 @@ fn main() {
         "paced-500",
         "paced-1000",
         "paced-500+reqwest",
+        "paced-500@pinned",
     ] {
         if !only.is_empty() && !name.starts_with(&only) {
             continue;

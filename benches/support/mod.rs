@@ -14,12 +14,26 @@ pub struct SimProcess {
 impl SimProcess {
     /// Starts `benchplan sim --port 0` with extra arguments and waits for its address.
     pub fn start(args: &[&str]) -> SimProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_benchplan"))
-            .args(["sim", "--port", "0"])
+        SimProcess::start_on(args, None)
+    }
+
+    /// Starts it with every thread bound to one CPU (when given).
+    pub fn start_on(args: &[&str], cpu: Option<usize>) -> SimProcess {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_benchplan"));
+        cmd.args(["sim", "--port", "0"])
             .args(args)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start benchplan sim");
+            .stdout(Stdio::piped());
+        if let Some(cpu) = cpu {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only an async-signal-safe system call between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    pin_to_cpu(cpu);
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd.spawn().expect("start benchplan sim");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -51,14 +65,19 @@ impl Drop for SimProcess {
 
 /// User + system CPU seconds of a process, from /proc/PID/stat.
 pub fn cpu_seconds_of(pid: u32) -> f64 {
+    let (user, system) = cpu_split_of(pid);
+    user + system
+}
+
+/// User and system CPU seconds of a process, from /proc/PID/stat.
+pub fn cpu_split_of(pid: u32) -> (f64, f64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may hold spaces) start after the last ')'.
     let rest = stat.rsplit(')').next().unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
-        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     // Linux reports clock ticks of 1/100 s on every mainstream configuration.
-    ticks / 100.0
+    (ticks(11) / 100.0, ticks(12) / 100.0)
 }
 
 /// Peak resident memory (MiB) of this process, from /proc/self/status.
@@ -80,4 +99,14 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     let rank = p / 100.0 * (sorted.len() - 1) as f64;
     let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
     sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
+}
+
+/// Binds the calling thread (and the threads it creates afterwards) to one CPU.
+pub fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
 }

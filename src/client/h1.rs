@@ -80,6 +80,14 @@ pub fn parse_http_url(url: &str) -> Option<HttpUrl> {
     })
 }
 
+/// When a request went out: just before its bytes were written, and when the write
+/// returned (on loopback, when the server's socket had them).
+#[derive(Debug, Clone, Copy)]
+pub struct SendTimes {
+    pub sent: Instant,
+    pub written: Option<Instant>,
+}
+
 /// One plain-http endpoint: its connection pool and request path.
 #[derive(Debug)]
 pub struct Endpoint {
@@ -156,31 +164,31 @@ impl Pool {
         self.idle.lock().expect("pool lock").push(s);
     }
 
-    /// Sends `POST path` and reads the response head. `on_sent` is called just before
-    /// the request's bytes go out (again when a stale pooled connection forces a retry),
-    /// so the caller's clock starts at the attempt that counts.
+    /// Sends `POST path` and reads the response head. `times` gets the moment before the
+    /// request's bytes go out and the moment the write returned (both again when a stale
+    /// pooled connection forces a retry, so the clock starts at the attempt that counts).
     pub async fn post(
         &self,
         path: &str,
         headers: &[&HeaderMap],
         request_id: Option<&str>,
         body: &[u8],
-        on_sent: &mut impl FnMut(Instant),
+        times: &mut SendTimes,
     ) -> Result<Response<'_>, H1Error> {
         let request = self.encode(path, headers, request_id, body);
         // A pooled connection may have been closed by the server while idle; that shows
         // as a failed write or an EOF before any answer. Retry once on a new connection.
         if let Some(stream) = self.take_idle() {
-            on_sent(Instant::now());
-            match self.exchange(stream, &request).await {
+            times.sent = Instant::now();
+            match self.exchange(stream, &request, times).await {
                 Ok(r) => return Ok(r),
                 Err(Attempt::Stale) => {}
                 Err(Attempt::Failed(e)) => return Err(e),
             }
         }
         let stream = self.connect().await?;
-        on_sent(Instant::now());
-        match self.exchange(stream, &request).await {
+        times.sent = Instant::now();
+        match self.exchange(stream, &request, times).await {
             Ok(r) => Ok(r),
             Err(Attempt::Stale) => Err(H1Error::Connection(
                 "the server closed the connection without answering".into(),
@@ -234,6 +242,7 @@ impl Pool {
         &self,
         mut stream: TcpStream,
         request: &[u8],
+        times: &mut SendTimes,
     ) -> Result<Response<'_>, Attempt> {
         if let Err(e) = stream.write_all(request).await {
             return Err(if is_stale(&e) {
@@ -242,6 +251,7 @@ impl Pool {
                 Attempt::Failed(H1Error::Connection(format!("cannot send the request: {e}")))
             });
         }
+        times.written = Some(Instant::now());
         let mut buf = Vec::with_capacity(READ_SIZE);
         // After an interim answer the next head may already be buffered: parse first.
         let mut need_read = true;

@@ -55,6 +55,9 @@ pub struct Outcome {
     pub success: bool,
     /// When the request went out (after any client-side queueing).
     pub sent: Option<Instant>,
+    /// When writing the request finished (native client only): `written - sent` is the
+    /// client's own share of the request's way to the server.
+    pub written: Option<Instant>,
     pub ttft: f64,
     /// E2EL: sent → last token-bearing chunk.
     pub latency: f64,
@@ -178,7 +181,7 @@ async fn open<'a>(
     body: Vec<u8>,
     request_id: Option<&str>,
     extra: Option<HeaderMap>,
-    sent: &mut Instant,
+    times: &mut h1::SendTimes,
 ) -> Result<Body<'a>, (&'static str, String)> {
     if let Some(native) = &target.native {
         let extra = extra.unwrap_or_default();
@@ -189,7 +192,7 @@ async fn open<'a>(
                 &[&target.headers, &extra],
                 request_id,
                 &body,
-                &mut |t| *sent = t,
+                times,
             )
             .await
             .map(Body::Native)
@@ -214,7 +217,7 @@ async fn open<'a>(
     if let Some(id) = request_id {
         req = req.header("x-request-id", id);
     }
-    *sent = Instant::now();
+    times.sent = Instant::now();
     match req.send().await {
         Ok(r) => Ok(Body::Reqwest(r, bytes::Bytes::new())),
         Err(e) => Err((classify(&e), e.to_string())),
@@ -228,10 +231,15 @@ async fn send_inner(
     extra: Option<HeaderMap>,
     out: &mut Outcome,
 ) {
-    let mut sent = Instant::now();
-    out.sent = Some(sent); // kept if a timeout cuts the attempt short
-    let opened = open(target, body, request_id, extra, &mut sent).await;
+    let mut times = h1::SendTimes {
+        sent: Instant::now(),
+        written: None,
+    };
+    out.sent = Some(times.sent); // kept if a timeout cuts the attempt short
+    let opened = open(target, body, request_id, extra, &mut times).await;
+    let sent = times.sent;
     out.sent = Some(sent);
+    out.written = times.written;
     let mut resp = match opened {
         Ok(r) => r,
         Err((kind, msg)) => return fail(out, kind, msg),

@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderMap, TRANSFER_ENCODING};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 /// Why a native request failed, in the terms the error kinds use.
@@ -253,11 +253,16 @@ impl Pool {
         }
         times.written = Some(Instant::now());
         let mut buf = Vec::with_capacity(READ_SIZE);
+        let mut arrived = Instant::now();
         // After an interim answer the next head may already be buffered: parse first.
         let mut need_read = true;
         loop {
             if need_read {
-                match read_more(&mut stream, &mut buf).await {
+                let read = read_more(&stream, &mut buf).await;
+                if let Ok((_, at)) = read {
+                    arrived = at;
+                }
+                match read.map(|(n, _)| n) {
                     Ok(0) if buf.is_empty() => return Err(Attempt::Stale),
                     Ok(0) => {
                         return Err(Attempt::Failed(H1Error::Connection(
@@ -307,6 +312,7 @@ impl Pool {
                 pool: self,
                 stream: Some(stream),
                 keep_alive,
+                arrived,
                 buf,
                 pos: 0,
                 framing,
@@ -323,6 +329,7 @@ async fn connect(addrs: Vec<SocketAddr>, timeout: Duration) -> Result<TcpStream,
             Ok(Ok(s)) => {
                 // Small request bodies and SSE frames: never wait to coalesce.
                 let _ = s.set_nodelay(true);
+                super::rx_time::enable(&s);
                 return Ok(s);
             }
             Ok(Err(e)) => last = Some(format!("cannot connect to {a}: {e}")),
@@ -378,12 +385,13 @@ fn delay_acks(stream: &TcpStream) {
     }
 }
 
-/// Reads once into the spare capacity of `buf` (keeping at least a read's worth free).
-async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
+/// Reads once into the spare capacity of `buf` (keeping at least a read's worth free):
+/// the bytes read and when they arrived.
+async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, Instant)> {
     if buf.capacity() - buf.len() < READ_SIZE / 4 {
         buf.reserve(READ_SIZE);
     }
-    stream.read_buf(buf).await
+    super::rx_time::read(stream, buf).await
 }
 
 /// How the body's end is known, and the chunked decoder's state.
@@ -463,6 +471,8 @@ pub struct Response<'p> {
     pool: &'p Pool,
     stream: Option<TcpStream>,
     keep_alive: bool,
+    /// When the bytes of the latest read arrived (see `rx_time`).
+    arrived: Instant,
     /// Received bytes not yet decoded start at `pos`.
     buf: Vec<u8>,
     pos: usize,
@@ -481,9 +491,20 @@ impl std::fmt::Debug for Response<'_> {
 }
 
 impl Response<'_> {
+    /// The bytes the last `read_some` returned.
+    pub fn last(&self) -> Option<&[u8]> {
+        (!self.out.is_empty()).then_some(&self.out[..])
+    }
+
+    /// When the bytes last returned by `read_some` arrived: the kernel's receive
+    /// timestamp where there is one, else the time of the read.
+    pub fn arrived(&self) -> Instant {
+        self.arrived
+    }
+
     /// Waits for more body: every body byte that arrived with the next read (plus any
     /// left from the head's read). `Ok(None)` at the end of the body, when a reusable
-    /// connection goes back to the pool.
+    /// connection goes back to the pool. `arrived` then tells when those bytes came.
     pub async fn read_some(&mut self) -> Result<Option<&[u8]>, H1Error> {
         self.out.clear();
         loop {
@@ -513,10 +534,13 @@ impl Response<'_> {
                 self.pos = 0;
             }
             let read = read_more(stream, &mut self.buf).await;
-            if matches!(read, Ok(n) if n > 0) {
-                delay_acks(stream);
+            if let Ok((n, at)) = read {
+                self.arrived = at;
+                if n > 0 {
+                    delay_acks(stream);
+                }
             }
-            match read {
+            match read.map(|(n, _)| n) {
                 Ok(0) => {
                     self.stream = None;
                     if self.framing == Framing::UntilClose {

@@ -6,4 +6,5 @@ pub mod chunk;
 pub mod h1;
 pub mod http;
 pub mod request;
+pub mod rx_time;
 pub mod sse;

@@ -151,24 +151,32 @@ impl Body<'_> {
         }
     }
 
-    /// The next bytes of the body as they arrive; None at its end.
-    async fn next(&mut self) -> Result<Option<&[u8]>, String> {
+    /// The next bytes of the body and when they arrived; None at its end.
+    async fn next(&mut self) -> Result<Option<(&[u8], Instant)>, String> {
         match self {
             Body::Reqwest(r, held) => match r.chunk().await {
                 Ok(Some(b)) => {
                     *held = b;
-                    Ok(Some(held))
+                    Ok(Some((held, Instant::now())))
                 }
                 Ok(None) => Ok(None),
                 Err(e) => Err(e.to_string()),
             },
-            Body::Native(r) => r.read_some().await.map_err(|e| e.to_string()),
+            Body::Native(r) => match r.read_some().await {
+                Ok(Some(_)) => {
+                    let at = r.arrived();
+                    // Re-borrowed: the decoded bytes stay in the response until its next read.
+                    Ok(r.last().map(|b| (b, at)))
+                }
+                Ok(None) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            },
         }
     }
 
     async fn all(mut self) -> Result<Vec<u8>, String> {
         let mut all = Vec::new();
-        while let Some(b) = self.next().await? {
+        while let Some((b, _)) = self.next().await? {
             all.extend_from_slice(b);
         }
         Ok(all)
@@ -287,7 +295,8 @@ async fn send_inner(
     let mut first = true;
     let mut failure: Option<(&'static str, String)> = None;
     loop {
-        let bytes = match resp.next().await {
+        // A chunk's time is when its bytes arrived (the kernel's stamp on the native path).
+        let (bytes, now) = match resp.next().await {
             Ok(Some(b)) => b,
             Ok(None) => break,
             Err(e) => {
@@ -298,7 +307,6 @@ async fn send_inner(
                 break;
             }
         };
-        let now = Instant::now();
         parser.feed(bytes, &mut |ev| {
             if failure.is_some() {
                 return;

@@ -1,7 +1,9 @@
 //! Sends one request and measures it the way vLLM's request functions do (reference
 //! §2.1): `sent` just before the request goes out; a chunk's time when its bytes
-//! arrive; TTFT at the first SSE message with non-empty `choices`; one ITL sample per
-//! later such message; E2EL at the last token-bearing message. Failures become data.
+//! arrive (plain http: the kernel's receive stamp, see `rx_time`; HTTPS: when reqwest
+//! hands them over); TTFT at the first SSE message with non-empty `choices`; one ITL
+//! sample per later such message; E2EL at the last token-bearing message. Failures
+//! become data.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

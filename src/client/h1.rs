@@ -5,13 +5,14 @@
 //! body frame to the request's task through a channel, so a streamed chunk costs two
 //! task wake-ups and a channel hop. With paced streams (about one TCP read per token)
 //! that hop was more than half of the client's CPU per chunk. Reading the socket in the
-//! request's own task halves it, and the chunk's arrival time is taken right after the
-//! read that delivered it. reqwest still serves HTTPS and every side request.
+//! request's own task halves it, and each read carries the kernel's receive time of
+//! its bytes (`rx_time`). reqwest still serves HTTPS and every side request.
 //!
 //! Scope: `POST` with a body, keep-alive connections in a per-target pool, responses
 //! framed by `Transfer-Encoding: chunked`, `Content-Length` or connection close. A
 //! pooled connection the server has closed meanwhile is retried once on a new one, as
-//! hyper's pool does.
+//! hyper's pool does. Connections go straight to the server (no HTTP proxy): benchmark
+//! traffic should measure the server, not a proxy in between.
 
 use std::io;
 use std::net::SocketAddr;

@@ -126,16 +126,18 @@ async fn history_grows_and_the_prefix_cache_cuts_later_turns_ttft() {
                 t.mean_cached_tokens, want_cached,
                 "turn {k}, caching {caching}"
             );
-            // TTFT against the simulator's prefill model over the uncached tokens.
-            let ttft = t.summary.stat(Metric::Ttft).unwrap().mean;
+            // TTFT against the simulator's prefill model over the uncached tokens. The
+            // median of the four: one request delayed by a busy machine (seen once in CI,
+            // 12 ms late) must not decide a model check.
+            let ttft = t.summary.stat(Metric::Ttft).unwrap().median;
             let want = 5.0 + 0.1 * (input - want_cached);
             assert!(
                 (ttft - want).abs() < 3.0,
                 "turn {k}, caching {caching}: TTFT {ttft:.2} ms, model says {want:.2} ms"
             );
         }
-        let first = mt.per_turn[0].summary.stat(Metric::Ttft).unwrap().mean;
-        let last = mt.per_turn[2].summary.stat(Metric::Ttft).unwrap().mean;
+        let first = mt.per_turn[0].summary.stat(Metric::Ttft).unwrap().median;
+        let last = mt.per_turn[2].summary.stat(Metric::Ttft).unwrap().median;
         if caching {
             assert!(
                 last < first + 4.0,

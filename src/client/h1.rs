@@ -313,6 +313,7 @@ impl Pool {
                 pool: self,
                 stream: Some(stream),
                 keep_alive,
+                reads: 0,
                 arrived,
                 buf,
                 pos: 0,
@@ -367,7 +368,7 @@ fn is_stale(e: &io::Error) -> bool {
 /// Asks the kernel to delay the ACK of what was just read instead of sending one per
 /// read. A streamed body arrives as one small segment per token, and each immediate ACK
 /// costs the client a loopback transmit and receive. The kernel leaves this mode on its
-/// own after a delayed ACK, hence the call after every read.
+/// own after a delayed ACK, hence the renewal while a body streams.
 fn delay_acks(stream: &TcpStream) {
     #[cfg(target_os = "linux")]
     {
@@ -472,6 +473,8 @@ pub struct Response<'p> {
     pool: &'p Pool,
     stream: Option<TcpStream>,
     keep_alive: bool,
+    /// Body reads so far.
+    reads: u32,
     /// When the bytes of the latest read arrived (see `rx_time`).
     arrived: Instant,
     /// Received bytes not yet decoded start at `pos`.
@@ -537,7 +540,11 @@ impl Response<'_> {
             let read = read_more(stream, &mut self.buf).await;
             if let Ok((n, at)) = read {
                 self.arrived = at;
-                if n > 0 {
+                self.reads += 1;
+                // The kernel leaves delayed-ACK mode only when its ACK timer fires (tens
+                // of ms); renewing it every few reads keeps it on at a quarter of the
+                // system calls (measured: as good as every read, better than never).
+                if n > 0 && self.reads % 4 == 1 {
                     delay_acks(stream);
                 }
             }

@@ -495,28 +495,18 @@ impl std::fmt::Debug for Response<'_> {
 }
 
 impl Response<'_> {
-    /// The bytes the last `read_some` returned.
-    pub fn last(&self) -> Option<&[u8]> {
-        (!self.out.is_empty()).then_some(&self.out[..])
-    }
-
-    /// When the bytes last returned by `read_some` arrived: the kernel's receive
-    /// timestamp where there is one, else the time of the read.
-    pub fn arrived(&self) -> Instant {
-        self.arrived
-    }
-
     /// Waits for more body: every body byte that arrived with the next read (plus any
     /// left from the head's read). `Ok(None)` at the end of the body, when a reusable
-    /// connection goes back to the pool. `arrived` then tells when those bytes came.
-    pub async fn read_some(&mut self) -> Result<Option<&[u8]>, H1Error> {
+    /// connection goes back to the pool. With the bytes comes their arrival: the kernel's
+    /// receive timestamp where there is one, else the time of the read.
+    pub async fn read_some(&mut self) -> Result<Option<(&[u8], Instant)>, H1Error> {
         self.out.clear();
         loop {
             let (used, framing) = decode_into(self.framing, &self.buf[self.pos..], &mut self.out)?;
             self.pos += used;
             self.framing = framing;
             if !self.out.is_empty() {
-                return Ok(Some(&self.out));
+                return Ok(Some((&self.out, self.arrived)));
             }
             if self.framing == Framing::Done {
                 if let Some(s) = self.stream.take()

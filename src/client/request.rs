@@ -164,15 +164,7 @@ impl Body<'_> {
                 Ok(None) => Ok(None),
                 Err(e) => Err(e.to_string()),
             },
-            Body::Native(r) => match r.read_some().await {
-                Ok(Some(_)) => {
-                    let at = r.arrived();
-                    // Re-borrowed: the decoded bytes stay in the response until its next read.
-                    Ok(r.last().map(|b| (b, at)))
-                }
-                Ok(None) => Ok(None),
-                Err(e) => Err(e.to_string()),
-            },
+            Body::Native(r) => r.read_some().await.map_err(|e| e.to_string()),
         }
     }
 

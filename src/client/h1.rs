@@ -371,20 +371,9 @@ fn is_stale(e: &io::Error) -> bool {
 /// own after a delayed ACK, hence the renewal while a body streams.
 fn delay_acks(stream: &TcpStream) {
     #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        let off: libc::c_int = 0;
-        // SAFETY: a valid socket, an int option and its size.
-        unsafe {
-            libc::setsockopt(
-                stream.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_QUICKACK,
-                (&off as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
-    }
+    super::rx_time::set_int_option(stream, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 0);
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream;
 }
 
 /// Reads once into the spare capacity of `buf` (keeping at least a read's worth free):

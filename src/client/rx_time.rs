@@ -13,22 +13,30 @@ use tokio::net::TcpStream;
 /// Asks the kernel to timestamp what this socket receives.
 pub fn enable(stream: &TcpStream) {
     #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        let on: libc::c_int = 1;
-        // SAFETY: a valid socket, an int option and its size.
-        unsafe {
-            libc::setsockopt(
-                stream.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
-    }
+    set_int_option(stream, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
     #[cfg(not(target_os = "linux"))]
     let _ = stream;
+}
+
+/// Sets an integer socket option; best effort (a refused option changes no result).
+#[cfg(target_os = "linux")]
+pub(super) fn set_int_option(
+    stream: &TcpStream,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid socket, an int option and its size.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
 }
 
 /// Reads once into the spare capacity of `buf` (which must have some). Returns the

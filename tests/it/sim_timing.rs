@@ -55,10 +55,12 @@ async fn ground_truth_ttft_and_itl_match_the_configuration() {
         gaps.extend(g.iter().map(|d| d.as_secs_f64() * 1e3));
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let (ttft, itl) = (mean(&ttfts), mean(&gaps));
+    // TTFT: the median of five, so one request the OS delayed cannot decide it.
+    ttfts.sort_by(f64::total_cmp);
+    let (ttft, itl) = (ttfts[2], mean(&gaps));
     assert!(
         (ttft - 20.0).abs() < 3.0,
-        "mean TTFT {ttft:.3} ms, configured 20 ms"
+        "median TTFT {ttft:.3} ms, configured 20 ms: {ttfts:?}"
     );
     assert!(
         (itl - 10.0).abs() < 0.5,

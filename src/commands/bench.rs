@@ -770,10 +770,9 @@ pub fn run(args: &BenchArgs) -> u8 {
         return crate::commands::dry_run::print(&planned);
     }
     let service: Service = planned.plan.services["target"].clone();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    // One thread against an external server (as the client benchmark measures it), two
+    // workers when the simulator runs in this process.
+    let runtime = crate::load::runtime(service.sim.is_some());
     runtime.block_on(async move {
         let resolved = match resolve(
             &service,

@@ -263,10 +263,12 @@ fn dry_run_prints_lengths_and_sends_nothing() {
     assert!(text.contains("sim-in128-out512-c4-"), "{text}");
 }
 
+/// Medians only: a p99 over 210 gaps is decided by one stall of a shared machine (which
+/// hits all four streams of a case at once), and these tests are about the comparison.
 fn sim_plan(itl: &str, extra: &str) -> String {
     format!(
         "name = \"cmp\"\n[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"{itl}\", prefill_overhead = \"20ms\" }}\n\
-         [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 8 }}\nnum_prompts = 30\nmetric_percentiles = [50, 99]\n\
+         [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 8 }}\nnum_prompts = 30\nmetric_percentiles = [50]\n\
          [matrix]\nmax_concurrency = [2, 4]\n{extra}"
     )
 }

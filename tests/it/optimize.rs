@@ -152,9 +152,11 @@ fn a_search_that_cannot_meet_its_slo_at_the_minimum_exits_3() {
 #[test]
 fn mode_c_rate_under_a_fixed_concurrency_and_mode_e_two_stages() {
     // C: two slots of 20 ms (100 req/s) behind a client cap of 4. Above 100 req/s the
-    // server queue holds up to two requests, so TTFT jumps from ~4 ms to ~24 ms.
+    // server queue holds up to two requests, so TTFT jumps from ~4 ms to ~24 ms for most
+    // requests. The SLO is on p90: a p99 over a short run is decided by one stall of a
+    // shared machine (seen in CI: a run at ~90 req/s failed on it, answer 82.9).
     let sim = "[services.s]\nsim = { preset = \"ground-truth\", itl = \"4ms\", prefill_overhead = \"4ms\", max_num_seqs = 2 }\n\
-               [defaults]\ndataset = { name = \"random\", input_len = 8, output_len = 5 }\nburstiness = 1000.0\n[slo]\np99_ttft = \"<= 15ms\"\n";
+               [defaults]\ndataset = { name = \"random\", input_len = 8, output_len = 5 }\nburstiness = 1000.0\n[slo]\np90_ttft = \"<= 15ms\"\n";
     let budget = BUDGET
         .replace("multiplier = 3", "multiplier = 1")
         .replace("multiplier = 4", "multiplier = 1.5")

@@ -36,9 +36,27 @@ pub struct Target {
 }
 
 impl Target {
-    /// The native endpoint for `url` when it is plain http.
-    pub fn native_for(url: &str) -> Option<Arc<h1::Endpoint>> {
-        h1::Endpoint::for_url(url).map(Arc::new)
+    /// A target for `url`; plain-http URLs get the native client (`native`), which a
+    /// caller may clear to send through reqwest instead.
+    pub fn new(
+        url: String,
+        base_url: String,
+        backend: Backend,
+        model: String,
+        headers: HeaderMap,
+        client: reqwest::Client,
+        timeout: Option<Duration>,
+    ) -> Target {
+        Target {
+            native: h1::Endpoint::for_url(&url).map(Arc::new),
+            url,
+            base_url,
+            backend,
+            model,
+            headers,
+            client,
+            timeout,
+        }
     }
 }
 

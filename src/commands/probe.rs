@@ -168,17 +168,15 @@ pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure:
             |b| vec![b],
         );
         for b in wanted {
-            let url = format!("{base}{}", b.default_endpoint());
-            let target = Target {
-                native: Target::native_for(&url),
-                url,
-                base_url: base.clone(),
-                backend: b,
-                model: model.clone(),
-                headers: HeaderMap::new(),
-                client: client.clone(),
-                timeout: Some(Duration::from_secs(60)),
-            };
+            let target = Target::new(
+                format!("{base}{}", b.default_endpoint()),
+                base.clone(),
+                b,
+                model.clone(),
+                HeaderMap::new(),
+                client.clone(),
+                Some(Duration::from_secs(60)),
+            );
             let params = CaseParams {
                 backend: Some(b),
                 ..CaseParams::default()

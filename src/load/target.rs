@@ -204,18 +204,16 @@ pub fn target(r: &Resolved, service: &Service, params: &CaseParams) -> Arc<Targe
         .endpoint
         .clone()
         .unwrap_or_else(|| params.backend().default_endpoint().to_string());
-    let url = format!("{}{}", r.base_url, endpoint);
-    Arc::new(Target {
-        native: Target::native_for(&url),
-        url,
-        base_url: r.base_url.clone(),
-        backend: params.backend(),
-        model: service
+    Arc::new(Target::new(
+        format!("{}{}", r.base_url, endpoint),
+        r.base_url.clone(),
+        params.backend(),
+        service
             .served_model_name
             .clone()
             .unwrap_or_else(|| r.model.clone()),
-        headers: r.headers.clone(),
-        client: r.client.clone(),
-        timeout: params.request_timeout.map(|d| d.0),
-    })
+        r.headers.clone(),
+        r.client.clone(),
+        params.request_timeout.map(|d| d.0),
+    ))
 }

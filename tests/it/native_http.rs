@@ -73,16 +73,15 @@ fn target(base: &str) -> Target {
     let url = format!("{base}/v1/completions");
     let mut headers = HeaderMap::new();
     headers.insert(AUTHORIZATION, HeaderValue::from_static("Bearer secret"));
-    Target {
-        native: Target::native_for(&url),
+    Target::new(
         url,
-        base_url: base.to_string(),
-        backend: Backend::Openai,
-        model: "m".into(),
+        base.to_string(),
+        Backend::Openai,
+        "m".into(),
         headers,
-        client: benchplan::client::http::build_client(false, None).unwrap(),
-        timeout: Some(std::time::Duration::from_secs(10)),
-    }
+        benchplan::client::http::build_client(false, None).unwrap(),
+        Some(std::time::Duration::from_secs(10)),
+    )
 }
 
 fn assert_streamed(o: &Outcome) {

@@ -213,16 +213,15 @@ async fn recorded_timings_are_the_actual_sends_and_match_what_the_client_saw() {
     let sim = Simulator::start(config).await.unwrap();
     let c = benchplan::client::http::build_client(false, None).unwrap();
     let url = format!("{}/v1/completions", sim.base_url);
-    let target = Target {
-        native: Target::native_for(&url),
+    let target = Target::new(
         url,
-        base_url: sim.base_url.clone(),
-        backend: benchplan::plan::Backend::Openai,
-        model: "benchplan-sim".into(),
-        headers: Default::default(),
-        client: c.clone(),
-        timeout: Some(Duration::from_secs(10)),
-    };
+        sim.base_url.clone(),
+        benchplan::plan::Backend::Openai,
+        "benchplan-sim".into(),
+        Default::default(),
+        c.clone(),
+        Some(Duration::from_secs(10)),
+    );
     let body = json!({"prompt": "a b c", "max_tokens": 6, "stream": true, "ignore_eos": true})
         .to_string()
         .into_bytes();

@@ -132,18 +132,30 @@ async fn trace_replay_sends_at_the_scaled_times() {
     let r = execute(&resolved, &svc, &p, &opts).await.unwrap();
     assert_eq!(r.summary.completed, 5);
     let want = [0.0, 0.1, 0.25, 0.3, 0.5];
+    let mut lags = Vec::new();
     for (rec, w) in r.run.records.iter().zip(want) {
         assert!(
             (rec.scheduled - w).abs() < 1e-9,
             "scheduled {} vs trace {w}",
             rec.scheduled
         );
+        // Never early, and in its own slot (the next trace entry is ≥ 50 ms later).
+        let lag = rec.dispatched - w;
         assert!(
-            (rec.dispatched - w).abs() < 0.005,
+            (-1e-4..0.05).contains(&lag),
             "sent at {:.4} s, the trace says {w} s",
             rec.dispatched
         );
+        lags.push(lag);
     }
+    // On time: the median of five, since one send the OS delays on a busy machine
+    // (7.5 ms seen with two CPU hogs running) must not decide it.
+    lags.sort_by(f64::total_cmp);
+    assert!(
+        lags[2] < 0.005,
+        "median send lag {:.4} s: {lags:?}",
+        lags[2]
+    );
 }
 
 #[test]

@@ -112,6 +112,7 @@ async fn history_grows_and_the_prefix_cache_cuts_later_turns_ttft() {
         let mt = s.multi_turn.as_ref().unwrap();
         assert_eq!((mt.conversations_total, mt.conversations_completed), (4, 4));
         assert_eq!(mt.per_turn.len(), 3);
+        let mut excess = Vec::new();
         for (k, t) in mt.per_turn.iter().enumerate() {
             let input = t.input_tokens.mean;
             assert_eq!(input, [200.0, 410.0, 620.0][k]);
@@ -126,27 +127,49 @@ async fn history_grows_and_the_prefix_cache_cuts_later_turns_ttft() {
                 t.mean_cached_tokens, want_cached,
                 "turn {k}, caching {caching}"
             );
-            // TTFT against the simulator's prefill model over the uncached tokens. The
-            // median of the four: one request delayed by a busy machine (seen once in CI,
-            // 12 ms late) must not decide a model check.
-            let ttft = t.summary.stat(Metric::Ttft).unwrap().median;
+            // TTFT against the simulator's prefill model over the uncached tokens
+            // (5 ms + 0.1 ms a token). No request is faster than the model: the
+            // simulator never sends early and the client's clock brackets its send.
             let want = 5.0 + 0.1 * (input - want_cached);
-            assert!(
-                (ttft - want).abs() < 3.0,
-                "turn {k}, caching {caching}: TTFT {ttft:.2} ms, model says {want:.2} ms"
-            );
+            for r in r
+                .run
+                .records
+                .iter()
+                .filter(|r| r.turn.unwrap().turn == k as u32)
+            {
+                let ttft = r.outcome.ttft * 1e3;
+                assert!(
+                    ttft >= want - 0.1,
+                    "turn {k}, caching {caching}: TTFT {ttft:.2} ms below the model's {want:.2} ms"
+                );
+            }
+            // The median of the four: one request delayed by a busy machine (seen once
+            // in CI, 12 ms late) must not decide a model check.
+            let ttft = t.summary.stat(Metric::Ttft).unwrap().median;
+            excess.push(ttft - want);
         }
-        let first = mt.per_turn[0].summary.stat(Metric::Ttft).unwrap().median;
-        let last = mt.per_turn[2].summary.stat(Metric::Ttft).unwrap().median;
-        if caching {
-            assert!(
-                last < first + 4.0,
-                "with the cache, the third turn is no slower: {first:.1} → {last:.1} ms"
-            );
-        } else {
+        // A loaded machine adds its wake-up delay to every request (3–4 ms with two
+        // CPU hogs on this 2-core machine), so the model is checked in what changes
+        // from turn to turn: each turn's median exceeds the model by the same amount
+        // to within 3 ms (a wrong cached-token count moves one turn by ≥ 20 ms), and
+        // that common amount is a delay, not a model error.
+        let (lo, hi) = excess
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
+        assert!(
+            hi - lo < 3.0,
+            "caching {caching}: TTFT above the model per turn {excess:.2?} ms"
+        );
+        assert!(
+            hi < 10.0,
+            "caching {caching}: TTFT {hi:.2} ms above the model"
+        );
+        if !caching {
+            let first = mt.per_turn[0].summary.stat(Metric::Ttft).unwrap().median;
+            let last = mt.per_turn[2].summary.stat(Metric::Ttft).unwrap().median;
             assert!(
                 last > first + 35.0,
-                "without it, 420 more tokens cost ~42 ms: {first:.1} → {last:.1} ms"
+                "without the cache, 420 more tokens cost ~42 ms: {first:.1} → {last:.1} ms"
             );
         }
     }

@@ -63,18 +63,33 @@ fn search(name: &str, plan: &str) -> Value {
     report
 }
 
+/// A simulator whose steps slow with the batch: load factor 1 + (f - 1)(c - 1)/20 on a
+/// 1 ms step, so mean TPOT = 1 + (f - 1)(c - 1)/20 ms at concurrency c, under an SLO of
+/// mean TPOT <= 11.4 ms. Why these numbers: the SLO must sit clear of neighbouring
+/// concurrencies (f = 21 gives TPOT = c, 11 and 12 ms, 9% apart), and the mean TPOT a
+/// client measures at c sits a little *below* the model because each finished request
+/// leaves its slot empty until the client sends the next one; a busy machine refills
+/// late (an earlier model with 2.5% between c = 11 and 12 answered 12 under load). Ten
+/// steps a request keep the empty slot a small share of the time; the SLO sits nearer
+/// the lower value since that is the side the measurement leans to.
+fn tpot_model(factor: f64) -> String {
+    format!(
+        "[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"1ms\", prefill_overhead = \"1ms\", max_num_seqs = 21, time_factor_under_load = {factor} }}\n\
+         [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 11 }}\n[slo]\nmean_tpot = \"<= 11.4ms\"\n"
+    )
+}
+
 const BUDGET: &str = "warmup_prompts = 20\nprobe = { multiplier = 3, floor = 30 }\nbisect = { multiplier = 4, floor = 40 }\nvalidation = { multiplier = 6, floor = 60 }\n";
 
 #[test]
 fn mode_a_max_concurrency_under_a_tpot_slo() {
-    // Load factor 1 + (3 - 1)(c - 1)/(21 - 1) on a 2 ms step: mean TPOT = 2 + 0.2 (c - 1) ms.
-    // TPOT <= 4.1 ms holds up to c = 11 (4.0 ms) and breaks at 12 (4.2 ms): the answer is 11.
+    // Load factor 1 + (21 - 1)(c - 1)/(21 - 1) = c on a 1 ms step: mean TPOT = c ms.
+    // TPOT <= 11.4 ms holds up to c = 11 and breaks at 12: the answer is 11.
     let report = search(
         "a",
         &format!(
-            "[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"2ms\", prefill_overhead = \"1ms\", max_num_seqs = 21, time_factor_under_load = 3.0 }}\n\
-             [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 6 }}\n[slo]\nmean_tpot = \"<= 4.1ms\"\n\
-             [optimize]\nsearch = \"max_concurrency\"\nmin = 1\nmax = 64\n{BUDGET}"
+            "{}[optimize]\nsearch = \"max_concurrency\"\nmin = 1\nmax = 64\n{BUDGET}",
+            tpot_model(21.0)
         ),
     );
     let answer = report["optimal_value"].as_f64().unwrap();
@@ -88,12 +103,13 @@ fn mode_a_max_concurrency_under_a_tpot_slo() {
 #[test]
 fn mode_b_request_rate_below_saturation() {
     // Two slots, each request 4 + 4 x 4 = 20 ms: capacity 2 / 0.020 s = 100 req/s. Below it
-    // TTFT stays near 4 ms; above it the queue grows for the whole run.
+    // TTFT stays near 4 ms; above it the queue grows for the whole run. The SLO is on p90
+    // for the reason given at mode C (p99 of a short run is one machine stall).
     let report = search(
         "b",
         &format!(
             "[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"4ms\", prefill_overhead = \"4ms\", max_num_seqs = 2 }}\n\
-             [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 5 }}\nburstiness = 1000.0\n[slo]\np99_ttft = \"<= 40ms\"\n\
+             [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 5 }}\nburstiness = 1000.0\n[slo]\np90_ttft = \"<= 40ms\"\n\
              [optimize]\nsearch = \"request_rate\"\nmin = 10\nmax = 400\n{}",
             BUDGET
                 .replace("multiplier = 3", "multiplier = 1")
@@ -208,9 +224,8 @@ fn a_lower_answer_than_the_baseline_search_exits_4() {
     let results = dir.join("r");
     let plan = |factor: f64, baseline: &str| {
         format!(
-            "[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"2ms\", prefill_overhead = \"1ms\", max_num_seqs = 21, time_factor_under_load = {factor} }}\n\
-             [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 6 }}\n[slo]\nmean_tpot = \"<= 4.1ms\"\n\
-             [optimize]\nsearch = \"max_concurrency\"\nmin = 1\nmax = 64\n{baseline}{BUDGET}"
+            "{}[optimize]\nsearch = \"max_concurrency\"\nmin = 1\nmax = 64\n{baseline}{BUDGET}",
+            tpot_model(factor)
         )
     };
     let run = |text: String| {
@@ -223,16 +238,19 @@ fn a_lower_answer_than_the_baseline_search_exits_4() {
             results.to_str().unwrap(),
         ])
     };
-    let out = run(plan(3.0, ""));
+    let out = run(plan(21.0, ""));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let latest = results.join("optimize/latest");
-    // The baseline is whatever the first search measured: 11 by the model, 10 when a loaded
-    // machine pushes c = 11's 4.0 ms over the 4.1 ms line (the same 5% the searches allow).
+    // The baseline is whatever the first search measured: 11 by the model (10 is within
+    // the 5% the searches allow).
     let first = answer_in(&latest);
     assert!((10.0..=11.0).contains(&first), "first answer {first}");
     std::thread::sleep(std::time::Duration::from_millis(1100)); // a new folder name
-    // A steeper slowdown under load: mean TPOT = 2 + 0.4 (c - 1) ms, so the answer falls to 6.
-    let out = run(plan(5.0, &format!("baseline = \"{}\"\n", latest.display())));
+    // A steeper slowdown under load: mean TPOT = 2c - 1 ms, so the answer falls to 6.
+    let out = run(plan(
+        41.0,
+        &format!("baseline = \"{}\"\n", latest.display()),
+    ));
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     let second = answer_in(&results.join("optimize/latest"));
     assert!((5.0..=6.0).contains(&second), "second answer {second}");
@@ -253,13 +271,12 @@ fn run_runs_the_matrix_then_the_searches() {
     std::fs::write(
         &path,
         format!(
-            "[services.s]\nsim = {{ preset = \"ground-truth\", itl = \"2ms\", prefill_overhead = \"1ms\", max_num_seqs = 21, time_factor_under_load = 3.0 }}\n\
-             [defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 6 }}\nnum_prompts = 5\n[slo]\nmean_tpot = \"<= 4.1ms\"\n\
-             [optimize]\nsearch = \"max_concurrency\"\nmin = 1\nmax = 64\n{BUDGET}"
+            "{}[optimize]\nsearch = \"max_concurrency\"\nmin = 1\nmax = 64\n{BUDGET}",
+            tpot_model(21.0).replace("[slo]", "num_prompts = 5\n[slo]")
         ),
     )
     .unwrap();
-    // The matrix case sends its 5 prompts at once (5 in flight: TPOT 2.8 ms, within the SLO).
+    // The matrix case sends its 5 prompts at once (5 in flight: TPOT 5 ms, within the SLO).
     let out = benchplan(&[
         "run",
         path.to_str().unwrap(),

@@ -49,10 +49,13 @@ async fn ground_truth_ttft_and_itl_match_the_configuration() {
     timed(&c, &url, 2).await; // connection set-up is not part of the measurement
     let mut ttfts = Vec::new();
     let mut gaps = Vec::new();
+    let mut on_time = 0;
     for _ in 0..5 {
         let (ttft, g, _) = timed(&c, &url, 20).await;
         ttfts.push(ttft.as_secs_f64() * 1e3);
-        gaps.extend(g.iter().map(|d| d.as_secs_f64() * 1e3));
+        let g: Vec<f64> = g.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        on_time += chunks_on_their_deadlines(&g);
+        gaps.extend(g);
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     // TTFT: the median of five, so one request the OS delayed cannot decide it.
@@ -66,14 +69,34 @@ async fn ground_truth_ttft_and_itl_match_the_configuration() {
         (itl - 10.0).abs() < 0.5,
         "mean ITL {itl:.3} ms, configured 10 ms"
     );
-    // Single gaps can be delayed by the OS on a busy machine (measured: up to 15% of gaps
-    // off by 2-4 ms with two CPU hogs running, none when idle); the mean stays exact.
-    let close = gaps.iter().filter(|g| (**g - 10.0).abs() < 2.0).count();
+    // Each chunk goes out on its own deadline, 10 ms after the one before. A chunk the
+    // OS delays on a busy machine makes one long gap and one short one (the next chunk
+    // is still on time), so chunks are judged by their place on the request's schedule,
+    // not by gaps: with two CPU hogs running, up to 12% of chunks were 2-7 ms late
+    // (and 23% of gaps off), none when idle.
     assert!(
-        close * 10 >= gaps.len() * 8,
-        "{close} of {} gaps within 2 ms of 10 ms: {gaps:?}",
+        on_time * 10 >= gaps.len() * 8,
+        "{on_time} of {} chunks within 2 ms of their place on the 10 ms schedule: {gaps:?}",
         gaps.len()
     );
+}
+
+/// How many chunks after the first sit within 2 ms of their place on a 10 ms grid,
+/// the grid laid where most chunks sit (the median offset).
+fn chunks_on_their_deadlines(gaps: &[f64]) -> usize {
+    let mut at = 0.0;
+    let offsets: Vec<f64> = gaps
+        .iter()
+        .enumerate()
+        .map(|(k, g)| {
+            at += g;
+            at - 10.0 * (k + 1) as f64
+        })
+        .collect();
+    let mut sorted = offsets.clone();
+    sorted.sort_by(f64::total_cmp);
+    let base = sorted[sorted.len() / 2];
+    offsets.iter().filter(|o| (**o - base).abs() < 2.0).count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,9 +15,16 @@
 //!
 //! Each scenario runs in a fresh child process (so its peak RSS is its own) with a
 //! single-threaded tokio runtime, as `benchplan bench` uses against an external server.
-//! CPU is read from /proc/self/stat around the measured run only (the dataset is built
+//! CPU is read with getrusage around the measured run only (the dataset is built
 //! before), so start-up and prompt building are not counted. `BENCH_ONLY=paced` runs
-//! the scenarios whose name starts with that.
+//! the scenarios whose name starts with that; `BENCH_OUTPUT=N` sets the output tokens
+//! per request (to tell per-request costs from per-chunk ones). While a scenario is
+//! measured it prints `measuring: pid N` on stderr, for `perf record -p N`.
+//!
+//! `paced-N-floor` reads the paced streams with a bare epoll loop (no runtime, no
+//! HTTP or SSE parsing, no timestamps): the kernel's price of a chunk on this machine,
+//! which no client can go below. Every row ends with the hypervisor's steal share of
+//! the machine's CPU time during the run: on a busy host the figures move with it.
 
 mod support;
 
@@ -30,7 +37,9 @@ use benchplan::metrics::summary::summarize;
 use benchplan::plan::dataset::RandomDataset;
 use benchplan::plan::units::Rate;
 use benchplan::plan::{Backend, CaseParams, Dataset, Metric, Service};
-use support::{SimProcess, cpu_split_of, peak_rss_mib, percentile};
+use support::{
+    SimProcess, own_cpu, peak_rss_mib, percentile, steal_and_total_ticks, steal_percent,
+};
 
 struct Figures {
     chunks: u64,
@@ -38,6 +47,8 @@ struct Figures {
     cpu: f64,
     /// The user-space part of `cpu` (the rest is the kernel's: reads, wake-ups, ACKs).
     cpu_user: f64,
+    /// Percent of the machine's CPU time the hypervisor stole during the run.
+    steal: f64,
     summary: benchplan::metrics::summary::Summary,
     records: Vec<benchplan::metrics::record::RequestRecord>,
     /// Per request (by index): the simulator's actual send times of its chunks, seconds
@@ -137,13 +148,17 @@ async fn measure(
         Arc::get_mut(&mut t).expect("sole owner").native = None;
     }
     let me = std::process::id();
-    let (user0, sys0) = cpu_split_of(me);
+    // For a profiler attached to the measured part only (`perf record -p`).
+    eprintln!("measuring: pid {me}");
+    let (user0, sys0) = own_cpu();
+    let steal0 = steal_and_total_ticks();
     let opts = RunOptions {
         request_id_prefix: ID_PREFIX.into(),
         ..RunOptions::default()
     };
     let run = run_case(t, params.clone(), inputs, &opts).await.unwrap();
-    let (user1, sys1) = cpu_split_of(me);
+    let (user1, sys1) = own_cpu();
+    let steal = steal_percent(steal0, steal_and_total_ticks());
     let (cpu, cpu_user) = (user1 + sys1 - user0 - sys0, user1 - user0);
     let emitted = emitted_times(sim, &resolved.client, requests).await;
     let chunks = run
@@ -157,6 +172,7 @@ async fn measure(
         wall: run.duration,
         cpu,
         cpu_user,
+        steal,
         summary,
         records: run.records,
         emitted,
@@ -287,7 +303,119 @@ fn scenario(name: &str) -> Option<(&'static [&'static str], usize, usize, u64, f
     })
 }
 
+/// The floor under any client on this machine: the same streams read by the least a
+/// client can do (one epoll loop, one plain `read` per readiness, no HTTP or SSE
+/// parsing, no timestamps, no runtime). What it costs per chunk is the kernel's price
+/// of a loopback TCP stream (wake-ups, reads, ACKs, and the delivery of those ACKs to
+/// the server's socket, which loopback runs in the client's context).
+fn floor(sim: &SimProcess, streams: usize, output: u64) {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    let words = vec!["hello"; 16].join(" ");
+    let body = format!(
+        r#"{{"model":"benchplan-sim","prompt":"{words}","max_tokens":{output},"stream":true,"ignore_eos":true}}"#
+    );
+    let request = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        sim.host_port(),
+        body.len()
+    );
+    let mut socks: Vec<std::net::TcpStream> = (0..streams)
+        .map(|_| std::net::TcpStream::connect(sim.host_port()).unwrap())
+        .collect();
+    // SAFETY (this and the other libc calls below): epoll calls on descriptors this
+    // function owns, with buffers it owns.
+    let ep = unsafe { libc::epoll_create1(0) };
+    for (i, s) in socks.iter().enumerate() {
+        s.set_nodelay(true).unwrap();
+        s.set_nonblocking(true).unwrap();
+        // Delayed ACKs, as the client asks for: about one ACK per two chunks instead of
+        // one per chunk (measured: 8.1 µs per chunk without this, 6.3-7.4 with it).
+        let off: libc::c_int = 0;
+        // SAFETY: an int option on a socket this function owns.
+        unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_QUICKACK,
+                (&off as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLET | libc::EPOLLRDHUP) as u32,
+            u64: i as u64,
+        };
+        unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, s.as_raw_fd(), &mut ev) };
+    }
+    let (user0, sys0) = own_cpu();
+    let steal0 = steal_and_total_ticks();
+    let start = std::time::Instant::now();
+    for s in &mut socks {
+        s.write_all(request.as_bytes()).unwrap();
+    }
+    let mut open = streams;
+    let mut ended = vec![false; streams];
+    let (mut reads, mut bytes, mut frames) = (0u64, 0u64, 0u64);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
+    while open > 0 {
+        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, -1) };
+        for ev in &events[..n.max(0) as usize] {
+            // After the server's close, read on to the end of the stream.
+            let closing = ev.events & libc::EPOLLRDHUP as u32 != 0;
+            let i = ev.u64 as usize;
+            if ended[i] {
+                continue; // one more edge (the hang-up) after the end was read
+            }
+            let s = &mut socks[i];
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => {
+                        ended[i] = true;
+                        open -= 1;
+                        break;
+                    }
+                    Ok(k) => {
+                        reads += 1;
+                        bytes += k as u64;
+                        frames += buf[..k].windows(2).filter(|w| w == b"\n\n").count() as u64;
+                        if k < buf.len() && !closing {
+                            break; // drained: the next segment brings a new edge
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let (user1, sys1) = own_cpu();
+    let steal = steal_percent(steal0, steal_and_total_ticks());
+    let cpu = user1 + sys1 - user0 - sys0;
+    let chunks = streams as u64 * output;
+    println!(
+        "{chunks} chunks ({frames} SSE frames, {reads} reads, {:.1} KiB a stream) in {wall:.1} s, CPU {:.2} us/chunk ({:.2} user); host steal {steal:.0}%",
+        bytes as f64 / 1024.0 / streams as f64,
+        cpu * 1e6 / chunks as f64,
+        (user1 - user0) * 1e6 / chunks as f64
+    );
+    unsafe { libc::close(ep) };
+}
+
 fn run_one(name: &str) {
+    // `<scenario>-floor` reads the scenario's streams with a bare epoll loop instead.
+    if let Some(base) = name.strip_suffix("-floor") {
+        let (sim_args, streams, _, output, _) = scenario(base).expect("a known scenario");
+        let output = std::env::var("BENCH_OUTPUT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(output);
+        let sim = SimProcess::start(sim_args);
+        print!("{name:<17} bare epoll reader: ");
+        return floor(&sim, streams, output);
+    }
     // `<scenario>+reqwest` runs the scenario through reqwest instead of the native client;
     // `<scenario>@pinned` gives the client CPU 0 and the simulator CPU 1, as when the
     // client runs on a machine of its own.
@@ -295,6 +423,7 @@ fn run_one(name: &str) {
         Some(b) => (b, true),
         None => (name, false),
     };
+
     let (base, native) = match base.strip_suffix("+reqwest") {
         Some(b) => (b, false),
         None => (base, true),
@@ -302,7 +431,15 @@ fn run_one(name: &str) {
     if pinned {
         support::pin_to_cpu(0);
     }
-    let (sim_args, streams, requests, output, rate) = scenario(base).expect("a known scenario");
+    let (sim_args, streams, requests, mut output, rate) = scenario(base).expect("a known scenario");
+    // `BENCH_OUTPUT=N` overrides the output tokens per request (to separate per-request
+    // costs from per-chunk ones).
+    if let Some(n) = std::env::var("BENCH_OUTPUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        output = n;
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -314,32 +451,35 @@ fn run_one(name: &str) {
         if name.starts_with("poisson") {
             let lag = f.summary.schedule_lag.as_ref().unwrap();
             println!(
-                "{name:<17} achieved {:.1} req/s ({:+.2}% of {rate}); schedule lag p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; peak RSS {rss:.0} MiB; failed {}",
+                "{name:<17} achieved {:.1} req/s ({:+.2}% of {rate}); schedule lag p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; peak RSS {rss:.0} MiB; failed {}; host steal {:.0}%",
                 f.summary.request_throughput,
                 (f.summary.request_throughput / rate - 1.0) * 100.0,
                 lag.percentiles[0].1,
                 lag.percentiles[1].1,
                 lag.percentiles[2].1,
-                f.summary.failed
+                f.summary.failed,
+                f.steal
             );
         } else if name.starts_with("fast") {
             println!(
-                "{name:<17} {:>8} chunks, {:>9.0} chunks/s, client CPU {:.2} us/chunk ({:.2} user); peak RSS {rss:.0} MiB; failed {}",
+                "{name:<17} {:>8} chunks, {:>9.0} chunks/s, client CPU {:.2} us/chunk ({:.2} user); peak RSS {rss:.0} MiB; failed {}; host steal {:.0}%",
                 f.chunks,
                 f.chunks as f64 / f.wall,
                 f.cpu * 1e6 / f.chunks as f64,
                 f.cpu_user * 1e6 / f.chunks as f64,
-                f.summary.failed
+                f.summary.failed,
+                f.steal
             );
         } else {
             let (ttft50, itl50, itl99) = errors_ms(&f.records, 0.020, 0.010);
             println!(
-                "{name:<17} {:>7} chunks, {:>7.0} chunks/s, client CPU {:.2} us/chunk ({:.2} user); peak RSS {rss:.0} MiB; failed {}",
+                "{name:<17} {:>7} chunks, {:>7.0} chunks/s, client CPU {:.2} us/chunk ({:.2} user); peak RSS {rss:.0} MiB; failed {}; host steal {:.0}%",
                 f.chunks,
                 f.chunks as f64 / f.wall,
                 f.cpu * 1e6 / f.chunks as f64,
                 f.cpu_user * 1e6 / f.chunks as f64,
-                f.summary.failed
+                f.summary.failed,
+                f.steal
             );
             println!(
                 "{:<17} vs configured 20/10 ms: |TTFT error| p50 {ttft50:.3} ms; |ITL error| p50 {itl50:.3} ms, p99 {itl99:.3} ms",
@@ -384,6 +524,10 @@ fn main() {
         "paced-1000",
         "paced-500+reqwest",
         "paced-500@pinned",
+        "paced-1-floor",
+        "paced-100-floor",
+        "paced-500-floor",
+        "paced-1000-floor",
     ] {
         if !only.is_empty() && !name.starts_with(&only) {
             continue;

@@ -110,3 +110,42 @@ pub fn pin_to_cpu(cpu: usize) {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
+
+/// The machine's CPU time so far, from /proc/stat: (stolen by the hypervisor, total), in
+/// clock ticks. On a virtual machine whose host is busy, steal is time this machine's
+/// CPUs wanted to run and could not; a benchmark that ran under much of it measured the
+/// host as much as the code.
+pub fn steal_and_total_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal guest guest_nice; guest time is
+    // already inside user.
+    let total = fields.iter().take(8).sum();
+    (fields.get(7).copied().unwrap_or(0), total)
+}
+
+/// Percent of the machine's CPU time stolen between two `steal_and_total_ticks` reads.
+pub fn steal_percent(before: (u64, u64), after: (u64, u64)) -> f64 {
+    let total = after.1.saturating_sub(before.1);
+    if total == 0 {
+        return 0.0;
+    }
+    after.0.saturating_sub(before.0) as f64 * 100.0 / total as f64
+}
+
+/// User and system CPU seconds of this process (every thread, ended ones too), to the
+/// microsecond: /proc's clock ticks (10 ms) are too coarse for a short, light run.
+pub fn own_cpu() -> (f64, f64) {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(u.ru_utime), secs(u.ru_stime))
+}

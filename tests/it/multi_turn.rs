@@ -131,13 +131,13 @@ async fn history_grows_and_the_prefix_cache_cuts_later_turns_ttft() {
             // (5 ms + 0.1 ms a token). No request is faster than the model: the
             // simulator never sends early and the client's clock brackets its send.
             let want = 5.0 + 0.1 * (input - want_cached);
-            for r in r
+            for rec in r
                 .run
                 .records
                 .iter()
-                .filter(|r| r.turn.unwrap().turn == k as u32)
+                .filter(|rec| rec.turn.unwrap().turn == k as u32)
             {
-                let ttft = r.outcome.ttft * 1e3;
+                let ttft = rec.outcome.ttft * 1e3;
                 assert!(
                     ttft >= want - 0.1,
                     "turn {k}, caching {caching}: TTFT {ttft:.2} ms below the model's {want:.2} ms"

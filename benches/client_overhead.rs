@@ -273,8 +273,19 @@ fn errors_ms(
     )
 }
 
-/// One scenario, in this process: (name, sim arguments, streams, requests, output tokens, rate).
+/// One scenario, in this process: (sim arguments, streams, requests, output tokens, rate).
+/// `BENCH_OUTPUT=N` overrides the output tokens per request (to separate per-request
+/// costs from per-chunk ones).
 fn scenario(name: &str) -> Option<(&'static [&'static str], usize, usize, u64, f64)> {
+    let (sim_args, streams, requests, output, rate) = preset_scenario(name)?;
+    let output = std::env::var("BENCH_OUTPUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(output);
+    Some((sim_args, streams, requests, output, rate))
+}
+
+fn preset_scenario(name: &str) -> Option<(&'static [&'static str], usize, usize, u64, f64)> {
     const FAST: &[&str] = &["--preset", "fast"];
     const PACED: &[&str] = &[
         "--preset",
@@ -404,10 +415,6 @@ fn run_one(name: &str) {
     // `<scenario>-floor` reads the scenario's streams with a bare epoll loop instead.
     if let Some(base) = name.strip_suffix("-floor") {
         let (sim_args, streams, _, output, _) = scenario(base).expect("a known scenario");
-        let output = std::env::var("BENCH_OUTPUT")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(output);
         let sim = SimProcess::start(sim_args);
         print!("{name:<17} bare epoll reader: ");
         return floor(&sim, streams, output);
@@ -427,15 +434,7 @@ fn run_one(name: &str) {
     if pinned {
         support::pin_to_cpu(0);
     }
-    let (sim_args, streams, requests, mut output, rate) = scenario(base).expect("a known scenario");
-    // `BENCH_OUTPUT=N` overrides the output tokens per request (to separate per-request
-    // costs from per-chunk ones).
-    if let Some(n) = std::env::var("BENCH_OUTPUT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        output = n;
-    }
+    let (sim_args, streams, requests, output, rate) = scenario(base).expect("a known scenario");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -51,6 +51,8 @@ struct Figures {
     steal: f64,
     summary: benchplan::metrics::summary::Summary,
     records: Vec<benchplan::metrics::record::RequestRecord>,
+    /// The run's start on the monotonic clock (ns), which the records' times count from.
+    started_ns: f64,
     /// Per request (by index): the simulator's actual send times of its chunks, seconds
     /// from the request's arrival (paced scenarios, which run `sim --record-timings`).
     emitted: Vec<Option<Emitted>>,
@@ -161,11 +163,7 @@ async fn measure(
     let steal = steal_percent(steal0, steal_and_total_ticks());
     let (cpu, cpu_user) = (user1 + sys1 - user0 - sys0, user1 - user0);
     let emitted = emitted_times(sim, &resolved.client, requests).await;
-    let chunks = run
-        .records
-        .iter()
-        .map(|r| u64::from(r.outcome.chunks))
-        .sum();
+    let chunks = run.records.iter().map(|r| u64::from(r.sample.chunks)).sum();
     let summary = summarize(&run.records, run.duration, &params, None);
     Figures {
         chunks,
@@ -174,6 +172,7 @@ async fn measure(
         cpu_user,
         steal,
         summary,
+        started_ns: benchplan::clock::monotonic_ns(run.started) as f64,
         records: run.records,
         emitted,
     }
@@ -208,22 +207,22 @@ fn errors_vs_emitted(f: &Figures, ttft_configured: f64) -> Option<VsEmitted> {
     let (mut own, mut server_read) = (vec![], vec![]);
     for (r, e) in f.records.iter().zip(&f.emitted) {
         let e = e.as_ref()?;
-        if !r.outcome.success || e.chunks.is_empty() {
+        if !r.sample.success || e.chunks.is_empty() {
             continue;
         }
         let c = &e.chunks;
         late.push((c[0] - ttft_configured) * 1e3);
-        let sent_ns = benchplan::clock::monotonic_ns(r.outcome.sent?) as f64;
+        let sent_ns = f.started_ns + r.start * 1e9;
         let arrived_ns = e.arrived_ns as f64;
         req_leg.push((arrived_ns - sent_ns) / 1e6);
-        let response_leg = (sent_ns + r.outcome.ttft * 1e9 - (arrived_ns + c[0] * 1e9)) / 1e6;
+        let response_leg = (sent_ns + r.sample.ttft * 1e9 - (arrived_ns + c[0] * 1e9)) / 1e6;
         resp_leg.push(response_leg);
-        if let Some(w) = r.outcome.written {
-            let written_ns = benchplan::clock::monotonic_ns(w) as f64;
+        if let Some(w) = r.written {
+            let written_ns = f.started_ns + w * 1e9;
             own.push((written_ns - sent_ns) / 1e6 + response_leg);
             server_read.push((arrived_ns - written_ns) / 1e6);
         }
-        for (k, got) in r.outcome.itl.iter().enumerate() {
+        for (k, got) in r.sample.itl.iter().enumerate() {
             if let (Some(a), Some(b)) = (c.get(k), c.get(k + 1)) {
                 itl.push((got - (b - a)).abs() * 1e3);
             }
@@ -258,11 +257,11 @@ fn errors_ms(
 ) -> (f64, f64, f64) {
     let mut ttft: Vec<f64> = records
         .iter()
-        .map(|r| (r.outcome.ttft - ttft_truth).abs() * 1e3)
+        .map(|r| (r.sample.ttft - ttft_truth).abs() * 1e3)
         .collect();
     let mut itl: Vec<f64> = records
         .iter()
-        .flat_map(|r| r.outcome.itl.iter().map(|g| (g - itl_truth).abs() * 1e3))
+        .flat_map(|r| r.sample.itl.iter().map(|g| (g - itl_truth).abs() * 1e3))
         .collect();
     ttft.sort_by(f64::total_cmp);
     itl.sort_by(f64::total_cmp);

@@ -2,22 +2,13 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::diag::Diagnostics;
+use crate::exit::Exit;
 use crate::plan::{Format, PlanSource};
 use crate::planner::{self, Planned};
-
-/// Exit codes, stable and documented in the README.
-pub mod exit {
-    pub const OK: u8 = 0;
-    pub const RUNTIME: u8 = 1;
-    pub const BAD_PLAN: u8 = 2;
-    pub const SLO_VIOLATED: u8 = 3;
-    pub const REGRESSION: u8 = 4;
-}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,7 +36,7 @@ pub enum Command {
     /// Print the plan JSON schema.
     Schema,
     /// Run the embedded simulator as a standalone OpenAI-compatible server.
-    Sim(SimArgs),
+    Sim(crate::sim::cli::SimArgs),
     /// Run every case of a plan, write the results tree and the report, exit with a verdict.
     Run {
         #[command(flatten)]
@@ -114,30 +105,6 @@ pub enum Command {
     Bench(Box<crate::commands::bench::BenchArgs>),
 }
 
-/// `benchplan sim`: where to listen and how to behave.
-#[derive(Debug, Args)]
-pub struct SimArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
-    pub host: String,
-    /// Port to listen on (0 picks a free one).
-    #[arg(long, default_value_t = 8000)]
-    pub port: u16,
-    /// Starting point for every parameter (default: the config file's, else tiny).
-    #[arg(long, value_enum)]
-    pub preset: Option<crate::plan::sim::Preset>,
-    /// A TOML or YAML file with a preset and parameters, as in a plan's `sim = {…}`.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Set one parameter: --set itl=5ms --set max_num_seqs=8. Repeatable.
-    #[arg(long = "set", value_name = "NAME=VALUE")]
-    pub set: Vec<String>,
-    /// Record when each streamed token was actually sent, served at GET /sim/timings
-    /// (ground truth for client-accuracy measurements).
-    #[arg(long)]
-    pub record_timings: bool,
-}
-
 /// How a plan is read: the file, its format, and overrides.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -168,9 +135,9 @@ impl PlanArgs {
     }
 }
 
-/// Runs a parsed command line and returns the process exit code.
-pub fn run(cli: Cli) -> ExitCode {
-    let code = match cli.command {
+/// Runs a parsed command line; `main` turns the verdict into the process exit code.
+pub fn run(cli: Cli) -> Exit {
+    match cli.command {
         Command::Validate(args) => with_plan(&args, |p| {
             let services = p.service_count();
             println!(
@@ -181,7 +148,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 services,
                 plural(services)
             );
-            exit::OK
+            Exit::Ok
         }),
         Command::Cases { plan, json } => with_plan(&plan, |p| {
             let mut out = std::io::stdout().lock();
@@ -191,17 +158,17 @@ pub fn run(cli: Cli) -> ExitCode {
                 print_cases_table(p, &mut out)
             };
             match r {
-                Ok(()) => exit::OK,
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
+                Ok(()) => Exit::Ok,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Ok,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    exit::RUNTIME
+                    Exit::Runtime
                 }
             }
         }),
         Command::Schema => {
             print!("{}", crate::plan::schema::plan_schema_json());
-            exit::OK
+            Exit::Ok
         }
         Command::Sim(args) => crate::sim::cli::run(&args),
         Command::Bench(args) => crate::commands::bench::run(&args),
@@ -246,18 +213,16 @@ pub fn run(cli: Cli) -> ExitCode {
                 junit,
             };
             let code = crate::executor::run(p, &settings);
-            if p.plan.optimize.is_none() || code == exit::RUNTIME {
+            if p.plan.optimize.is_none() || code == Exit::Runtime {
                 return code;
             }
-            // Then the searches; the worse verdict wins (1, then 3, then 4).
-            let searched = crate::optimize::run::run(p, settings.results_dir.as_deref());
-            [exit::RUNTIME, exit::SLO_VIOLATED, exit::REGRESSION]
-                .into_iter()
-                .find(|c| *c == code || *c == searched)
-                .unwrap_or(exit::OK)
+            // Then the searches; the worse verdict wins (see `Exit::worst`).
+            code.worst(crate::optimize::run::run(
+                p,
+                settings.results_dir.as_deref(),
+            ))
         }),
-    };
-    ExitCode::from(code)
+    }
 }
 
 fn plural(n: usize) -> &'static str {
@@ -265,7 +230,7 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// Loads the plan, prints warnings, and runs `f`; a bad plan prints every diagnostic and exits 2.
-fn with_plan(args: &PlanArgs, f: impl FnOnce(&Planned) -> u8) -> u8 {
+fn with_plan(args: &PlanArgs, f: impl FnOnce(&Planned) -> Exit) -> Exit {
     match args.load() {
         Ok(p) => {
             for w in &p.warnings {
@@ -277,7 +242,7 @@ fn with_plan(args: &PlanArgs, f: impl FnOnce(&Planned) -> u8) -> u8 {
             eprintln!("{diags}");
             let n = diags.0.iter().filter(|d| d.is_error()).count();
             eprintln!("{n} error{} in {}", plural(n), args.plan.display());
-            exit::BAD_PLAN
+            Exit::BadPlan
         }
     }
 }

@@ -13,6 +13,8 @@ pub mod commands;
 pub mod dataset;
 pub mod diag;
 pub mod executor;
+pub mod exit;
+pub mod hash;
 pub mod load;
 pub mod metrics;
 pub mod optimize;

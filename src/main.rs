@@ -1,7 +1,8 @@
-//! The `benchplan` binary: parse the command line, run, map the outcome to an exit code.
+//! The `benchplan` binary: parse the command line, run, map the verdict to an exit code.
 
 use std::process::ExitCode;
 
+use benchplan::exit::Exit;
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -10,12 +11,13 @@ fn main() -> ExitCode {
         Err(e) => {
             let _ = e.print();
             // Usage errors share the bad-plan exit code; --help and --version are not errors.
-            return ExitCode::from(if e.use_stderr() {
-                benchplan::cli::exit::BAD_PLAN
+            let verdict = if e.use_stderr() {
+                Exit::BadPlan
             } else {
-                0
-            });
+                Exit::Ok
+            };
+            return ExitCode::from(verdict.code());
         }
     };
-    benchplan::cli::run(cli)
+    ExitCode::from(benchplan::cli::run(cli).code())
 }

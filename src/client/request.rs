@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderMap;
-use serde::Serialize;
 
 use super::chunk;
 use super::h1;
 use super::sse::SseParser;
+use crate::metrics::sample::{RequestError, Sample};
 use crate::plan::Backend;
 
 /// Where requests go and how.
@@ -60,40 +60,18 @@ impl Target {
     }
 }
 
-/// Why a request failed; counted by kind in every report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RequestError {
-    /// `connection`, `timeout`, `http_<status>`, `stream_broken`, `invalid_chunk`,
-    /// `stream_error`, `no_tokens` or `request`.
-    pub kind: String,
-    pub message: String,
-}
-
-/// What one request measured. Times are seconds.
+/// What one request measured (the sample the metrics see) and when it went out.sample.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
-    pub success: bool,
+    pub sample: Sample,
     /// When the request went out (after any client-side queueing).
     pub sent: Option<Instant>,
     /// When writing the request finished (native client only): `written - sent` is the
     /// client's own share of the request's way to the server.
     pub written: Option<Instant>,
-    pub ttft: f64,
-    /// E2EL: sent → last token-bearing chunk.
-    pub latency: f64,
-    /// One sample per token-bearing chunk after the first.
-    pub itl: Vec<f64>,
-    pub chunks: u32,
-    /// Whether `data: [DONE]` arrived.
-    pub done: bool,
-    pub usage_completion: Option<u64>,
-    pub usage_prompt: Option<u64>,
-    pub cached_tokens: Option<u64>,
-    pub text: String,
-    pub error: Option<RequestError>,
 }
 
-fn fail(o: &mut Outcome, kind: &str, message: impl Into<String>) {
+fn fail(o: &mut Sample, kind: &str, message: impl Into<String>) {
     o.success = false;
     if o.error.is_none() {
         let mut message: String = message.into();
@@ -144,9 +122,9 @@ pub async fn send_with(
     match target.timeout {
         Some(t) => {
             if tokio::time::timeout(t, fut).await.is_err() {
-                out.success = false;
+                out.sample.success = false;
                 fail(
-                    &mut out,
+                    &mut out.sample,
                     "timeout",
                     format!("no complete answer within {:.1} s", t.as_secs_f64()),
                 );
@@ -262,7 +240,7 @@ async fn send_inner(
     out.written = times.written;
     let mut resp = match opened {
         Ok(r) => r,
-        Err((kind, msg)) => return fail(out, kind, msg),
+        Err((kind, msg)) => return fail(&mut out.sample, kind, msg),
     };
     let status = resp.status();
     if !(200..300).contains(&status) {
@@ -280,7 +258,7 @@ async fn send_inner(
             })
             .unwrap_or(text);
         return fail(
-            out,
+            &mut out.sample,
             &format!("http_{status}"),
             format!("HTTP {status}: {msg}"),
         );
@@ -289,16 +267,16 @@ async fn send_inner(
         return match resp.all().await {
             Ok(bytes) => {
                 let t = sent.elapsed().as_secs_f64();
-                out.ttft = t;
-                out.latency = t;
+                out.sample.ttft = t;
+                out.sample.latency = t;
                 let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-                out.usage_prompt = v
+                out.sample.usage_prompt = v
                     .pointer("/usage/prompt_tokens")
                     .or_else(|| v.pointer("/usage/total_tokens"))
                     .and_then(|x| x.as_u64());
-                out.success = true;
+                out.sample.success = true;
             }
-            Err(e) => fail(out, "stream_broken", e),
+            Err(e) => fail(&mut out.sample, "stream_broken", e),
         };
     }
 
@@ -314,7 +292,7 @@ async fn send_inner(
             Err(e) => {
                 failure = Some((
                     "stream_broken",
-                    format!("the stream broke after {} chunks: {e}", out.chunks),
+                    format!("the stream broke after {} chunks: {e}", out.sample.chunks),
                 ));
                 break;
             }
@@ -324,7 +302,7 @@ async fn send_inner(
                 return;
             }
             if ev.data == b"[DONE]" {
-                out.done = true;
+                out.sample.done = true;
                 return;
             }
             if ev.event == Some(b"error") {
@@ -349,23 +327,23 @@ async fn send_inner(
             };
             if c.choices.present {
                 if first {
-                    out.ttft = (now - sent).as_secs_f64();
+                    out.sample.ttft = (now - sent).as_secs_f64();
                     first = false;
                 } else {
-                    out.itl.push((now - last).as_secs_f64());
+                    out.sample.itl.push((now - last).as_secs_f64());
                 }
                 last = now;
-                out.chunks += 1;
+                out.sample.chunks += 1;
                 if let Some(t) = c.choices.first.as_ref().and_then(|ch| ch.text()) {
-                    out.text.push_str(t);
+                    out.sample.text.push_str(t);
                 }
             } else if let Some(u) = c.usage {
-                out.usage_completion = u.completion_tokens.or(out.usage_completion);
-                out.usage_prompt = u.prompt_tokens.or(out.usage_prompt);
-                out.cached_tokens = u
+                out.sample.usage_completion = u.completion_tokens.or(out.sample.usage_completion);
+                out.sample.usage_prompt = u.prompt_tokens.or(out.sample.usage_prompt);
+                out.sample.cached_tokens = u
                     .prompt_tokens_details
                     .and_then(|d| d.cached_tokens)
-                    .or(out.cached_tokens);
+                    .or(out.sample.cached_tokens);
             } else if c.error.is_some() {
                 failure = Some((
                     "stream_error",
@@ -380,18 +358,18 @@ async fn send_inner(
     if failure.is_none() {
         parser.finish(&mut |ev| {
             if ev.data == b"[DONE]" {
-                out.done = true;
+                out.sample.done = true;
             }
         });
     }
-    out.latency = (last - sent).as_secs_f64();
+    out.sample.latency = (last - sent).as_secs_f64();
     match failure {
-        Some((kind, msg)) => fail(out, kind, msg),
+        Some((kind, msg)) => fail(&mut out.sample, kind, msg),
         None if first => fail(
-            out,
+            &mut out.sample,
             "no_tokens",
             "the stream ended without a chunk carrying choices",
         ),
-        None => out.success = true,
+        None => out.sample.success = true,
     }
 }

@@ -1,14 +1,14 @@
 //! `--dry-run`: builds every case's dataset and prints its shape; sends nothing.
 
-use crate::cli::exit;
 use crate::dataset::conversations::{self, Conversations, History};
+use crate::exit::Exit;
 use crate::metrics::stats::{mean, percentile};
 use crate::plan::Dataset;
 use crate::planner::Planned;
 use crate::tokenizer::TokenModel;
 
 /// Prints, per case, the request count and input/output length statistics.
-pub fn print(p: &Planned) -> u8 {
+pub fn print(p: &Planned) -> Exit {
     let mut header = false;
     for case in &p.cases {
         let svc = &p.plan.services[&case.service];
@@ -18,7 +18,7 @@ pub fn print(p: &Planned) -> u8 {
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("error: {}: {e}", case.id);
-                    return exit::RUNTIME;
+                    return Exit::Runtime;
                 }
             },
             None => TokenModel::Builtin,
@@ -29,7 +29,7 @@ pub fn print(p: &Planned) -> u8 {
                 Ok(c) => print_turns(&case.id, &c),
                 Err(e) => {
                     eprintln!("error: {}: {e}", case.id);
-                    return exit::BAD_PLAN;
+                    return Exit::BadPlan;
                 }
             }
             continue;
@@ -38,7 +38,7 @@ pub fn print(p: &Planned) -> u8 {
             Ok(i) => i,
             Err(e) => {
                 eprintln!("error: {}: {e}", case.id);
-                return exit::BAD_PLAN;
+                return Exit::BadPlan;
             }
         };
         if !std::mem::replace(&mut header, true) {
@@ -73,7 +73,7 @@ pub fn print(p: &Planned) -> u8 {
             total
         );
     }
-    exit::OK
+    Exit::Ok
 }
 
 /// A multi-turn case: per turn index, the conversations that reach it, the tokens the

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use crate::cli::exit;
 use crate::client::backend::{Prompt, RequestInput, build_body};
 use crate::client::request::{Target, send};
+use crate::exit::Exit;
 use crate::load::target::{Resolved, discover_model};
 use crate::plan::{Backend, CaseParams, Service};
 
@@ -64,8 +64,8 @@ pub async fn smoke(r: &Resolved, svc: &Service, params: &CaseParams) -> Result<(
         None,
     )
     .await;
-    match o.error {
-        None if o.success => Ok(()),
+    match o.sample.error {
+        None if o.sample.success => Ok(()),
         Some(e) => Err(format!("{}: {}", e.kind, e.message)),
         None => Err("no answer".into()),
     }
@@ -88,14 +88,14 @@ async fn status(client: &reqwest::Client, url: &str) -> String {
     }
 }
 
-pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure: bool) -> u8 {
+pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure: bool) -> Exit {
     let base = url.trim_end_matches('/').to_string();
     crate::load::runtime(false).block_on(async move {
         let client = match crate::client::http::build_client(insecure, None) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: {e}");
-                return exit::RUNTIME;
+                return Exit::Runtime;
             }
         };
         println!("probe {base}");
@@ -152,7 +152,7 @@ pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure:
                 Ok((id, _)) => id,
                 Err(_) => {
                     println!("{:<12}no model known: give --model", "smoke:");
-                    return exit::RUNTIME;
+                    return Exit::Runtime;
                 }
             },
         };
@@ -187,7 +187,9 @@ pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure:
                 output_len: 8,
                 arrival: None,
             };
-            let o = send(&target, build_body(b, &model, &input, &params), None).await;
+            let o = send(&target, build_body(b, &model, &input, &params), None)
+                .await
+                .sample;
             let line = if o.success {
                 any_ok = true;
                 if b.is_pooling() {
@@ -211,6 +213,6 @@ pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure:
             };
             println!("{:<12}{} {}", "endpoint:", b.default_endpoint(), line);
         }
-        if any_ok { exit::OK } else { exit::RUNTIME }
+        if any_ok { Exit::Ok } else { Exit::Runtime }
     })
 }

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::cli::exit;
 use crate::executor::{RunSettings, write_reports};
+use crate::exit::Exit;
 use crate::plan::Report;
 use crate::plan::units::{Percent, parse_percent};
 use crate::report::compare::{compare_dirs, load_results, markdown};
@@ -115,12 +115,12 @@ fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
     Ok((view, rows))
 }
 
-pub fn run(dir: &Path, template: Option<PathBuf>, format: &str) -> u8 {
+pub fn run(dir: &Path, template: Option<PathBuf>, format: &str) -> Exit {
     let (view, rows) = match view_of(dir) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");
-            return exit::BAD_PLAN;
+            return Exit::BadPlan;
         }
     };
     match format {
@@ -129,16 +129,16 @@ pub fn run(dir: &Path, template: Option<PathBuf>, format: &str) -> u8 {
                 "{}",
                 serde_json::to_string_pretty(&view).expect("view serialises")
             );
-            exit::OK
+            Exit::Ok
         }
         "csv" => match crate::report::csv::summary_csv(&rows) {
             Ok(c) => {
                 print!("{c}");
-                exit::OK
+                Exit::Ok
             }
             Err(e) => {
                 eprintln!("error: {e}");
-                exit::RUNTIME
+                Exit::Runtime
             }
         },
         "md" => {
@@ -150,24 +150,24 @@ pub fn run(dir: &Path, template: Option<PathBuf>, format: &str) -> u8 {
         }
         other => {
             eprintln!("error: unknown --format `{other}`; use md, csv or json");
-            exit::BAD_PLAN
+            Exit::BadPlan
         }
     }
 }
 
-pub fn compare(base: &Path, cand: &Path, threshold: &str, per_metric: &[String]) -> u8 {
+pub fn compare(base: &Path, cand: &Path, threshold: &str, per_metric: &[String]) -> Exit {
     let mut cfg = Report::default();
     match parse_percent(threshold) {
         Ok(t) => cfg.regression_threshold = Percent(t),
         Err(e) => {
             eprintln!("error: --threshold: {e}");
-            return exit::BAD_PLAN;
+            return Exit::BadPlan;
         }
     }
     for m in per_metric {
         let Some((k, v)) = m.split_once('=') else {
             eprintln!("error: --metric-threshold `{m}` is not KEY=PCT");
-            return exit::BAD_PLAN;
+            return Exit::BadPlan;
         };
         match parse_percent(v) {
             Ok(t) => {
@@ -175,7 +175,7 @@ pub fn compare(base: &Path, cand: &Path, threshold: &str, per_metric: &[String])
             }
             Err(e) => {
                 eprintln!("error: --metric-threshold {k}: {e}");
-                return exit::BAD_PLAN;
+                return Exit::BadPlan;
             }
         }
     }
@@ -183,14 +183,14 @@ pub fn compare(base: &Path, cand: &Path, threshold: &str, per_metric: &[String])
         Ok(c) => {
             print!("{}", markdown(&c));
             if c.regressions > 0 {
-                exit::REGRESSION
+                Exit::Regression
             } else {
-                exit::OK
+                Exit::Ok
             }
         }
         Err(e) => {
             eprintln!("error: {e}");
-            exit::RUNTIME
+            Exit::Runtime
         }
     }
 }

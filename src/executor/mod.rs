@@ -17,7 +17,7 @@ use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
 
-use crate::cli::exit;
+use crate::exit::Exit;
 use crate::load::case::execute;
 use crate::load::run::RunOptions;
 use crate::load::target::{Resolved, resolve};
@@ -55,14 +55,11 @@ fn host() -> String {
 /// The plan's identity for resume: its resolved cases, not its formatting.
 pub fn plan_hash(planned: &Planned) -> String {
     let ids: Vec<&str> = planned.cases.iter().map(|c| c.id.as_str()).collect();
-    format!(
-        "{:016x}",
-        crate::planner::case::fnv1a64(ids.join("\n").as_bytes())
-    )
+    format!("{:016x}", crate::hash::fnv1a64(ids.join("\n").as_bytes()))
 }
 
 /// Runs a validated plan. Returns the exit code.
-pub fn run(planned: &Planned, settings: &RunSettings) -> u8 {
+pub fn run(planned: &Planned, settings: &RunSettings) -> Exit {
     let any_sim = planned.plan.services.values().any(|s| s.is_sim());
     crate::load::runtime(any_sim || planned.plan.execution.parallel > 1)
         .block_on(run_async(planned, settings))
@@ -127,7 +124,14 @@ pub async fn run_case(
         );
         extras.insert("smoke".into(), json!(res.run.smoke));
         extras.insert("interrupted".into(), json!(res.run.interrupted));
-        let result = result_json(&header, &case.params, &res.summary, false, extras);
+        let result = result_json(
+            &header,
+            &case.params,
+            &res.summary,
+            res.multi_turn.as_ref(),
+            false,
+            extras,
+        );
         if repeats > 1 {
             let path = dir.join(format!("{}.rep{rep}.json", case.id));
             if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {
@@ -148,7 +152,7 @@ pub async fn run_case(
     }
 }
 
-async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
+async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     let plan = &planned.plan;
     let started = SystemTime::now();
     let base = settings
@@ -181,7 +185,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
             }
             Err(e) => {
                 eprintln!("error: cannot resume {}: {e}", d.display());
-                return exit::BAD_PLAN;
+                return Exit::BadPlan;
             }
         },
         None => base
@@ -190,7 +194,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
     };
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!("error: cannot create {}: {e}", dir.display());
-        return exit::RUNTIME;
+        return Exit::Runtime;
     }
     parallel::log(&dir, &format!("results: {}", dir.display()));
 
@@ -205,12 +209,12 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("error: service `{}`: {e}", case.service);
-                return exit::RUNTIME;
+                return Exit::Runtime;
             }
         };
         if let Err(e) = crate::commands::probe::check_model(&r, svc).await {
             eprintln!("error: service `{}`: {e}", case.service);
-            return exit::RUNTIME;
+            return Exit::Runtime;
         }
         // An external service must answer one request before any case runs. (A simulator
         // is ours: a faulty one is part of the plan, and its cases record their failures.)
@@ -220,7 +224,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
                     "error: service `{}` did not answer a smoke request: {e}",
                     case.service
                 );
-                return exit::RUNTIME;
+                return Exit::Runtime;
             }
         }
         resolved.insert(case.service.clone(), Arc::new(r));
@@ -283,7 +287,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
         for (path, bytes) in writes {
             if let Err(e) = write_atomic(&path, &bytes) {
                 eprintln!("error: cannot write {}: {e}", path.display());
-                return exit::RUNTIME;
+                return Exit::Runtime;
             }
         }
     }
@@ -299,7 +303,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
     });
     if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest)) {
         eprintln!("error: cannot write the manifest: {e}");
-        return exit::RUNTIME;
+        return Exit::Runtime;
     }
 
     let outcomes = parallel::run_all(
@@ -380,13 +384,13 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
         }
     }
     let code = write_reports(&dir, &report, &rows, settings, &planned.source.dir);
-    if code != exit::OK {
+    if code != Exit::Ok {
         return code;
     }
     if let Some(path) = &settings.junit {
         if let Err(e) = write_atomic(path, crate::report::junit::junit_xml(&report).as_bytes()) {
             eprintln!("error: cannot write {}: {e}", path.display());
-            return exit::RUNTIME;
+            return Exit::Runtime;
         }
     }
     // The newest run, for `baseline = "bench_results/batch/latest"`.
@@ -398,13 +402,13 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> u8 {
     }
     eprintln!("report: {}", dir.join("report.md").display());
     if runtime_error {
-        exit::RUNTIME
+        Exit::Runtime
     } else if slo_failures > 0 {
-        exit::SLO_VIOLATED
+        Exit::SloViolated
     } else if regression {
-        exit::REGRESSION
+        Exit::Regression
     } else {
-        exit::OK
+        Exit::Ok
     }
 }
 
@@ -416,7 +420,7 @@ pub fn write_reports(
     rows: &[Row],
     settings: &RunSettings,
     plan_dir: &Path,
-) -> u8 {
+) -> Exit {
     let (name, source) = match &settings.template {
         Some(p) => {
             let p = if p.is_absolute() || p.exists() {
@@ -428,7 +432,7 @@ pub fn write_reports(
                 Ok(s) => (p.display().to_string(), s),
                 Err(e) => {
                     eprintln!("error: cannot read template {}: {e}", p.display());
-                    return exit::BAD_PLAN;
+                    return Exit::BadPlan;
                 }
             }
         }
@@ -441,14 +445,14 @@ pub fn write_reports(
         Ok(md) => md,
         Err(e) => {
             eprintln!("error: {e}");
-            return exit::BAD_PLAN;
+            return Exit::BadPlan;
         }
     };
     let csv = match crate::report::csv::summary_csv(rows) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: cannot build summary.csv: {e}");
-            return exit::RUNTIME;
+            return Exit::Runtime;
         }
     };
     for (file, bytes) in [
@@ -457,7 +461,7 @@ pub fn write_reports(
     ] {
         if let Err(e) = write_atomic(&dir.join(file), bytes) {
             eprintln!("error: cannot write {file}: {e}");
-            return exit::RUNTIME;
+            return Exit::Runtime;
         }
     }
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
@@ -467,5 +471,5 @@ pub fn write_reports(
         }
     }
     println!("{md}");
-    exit::OK
+    Exit::Ok
 }

@@ -10,7 +10,7 @@ use super::target::{Resolved, target};
 use crate::client::backend::{Prompt, RequestInput};
 use crate::dataset::conversations;
 use crate::metrics::summary::{Summary, summarize};
-use crate::metrics::turns::summarize_turns;
+use crate::metrics::turns::{MultiTurnSummary, summarize_turns};
 use crate::plan::dataset::MultiTurnDataset;
 use crate::plan::{CaseParams, Dataset, Service};
 
@@ -18,6 +18,8 @@ use crate::plan::{CaseParams, Dataset, Service};
 #[derive(Debug)]
 pub struct CaseResult {
     pub summary: Summary,
+    /// Conversation outcomes and per-turn metrics, for multi-turn cases.
+    pub multi_turn: Option<MultiTurnSummary>,
     pub run: CaseRun,
     /// The requests as built (lengths are reported); a multi-turn case's first turns.
     pub inputs: Arc<Vec<RequestInput>>,
@@ -46,6 +48,7 @@ pub async fn execute(
     let summary = summarize(&run.records, run.duration, &params, Some(&resolved.tokens));
     Ok(CaseResult {
         summary,
+        multi_turn: None,
         run,
         inputs,
     })
@@ -91,8 +94,8 @@ async fn execute_conversations(
     .await
     .map_err(|e| e.to_string())?;
     let tokens = Some(&resolved.tokens);
-    let mut summary = summarize(&run.records, run.duration, &params, tokens);
-    summary.multi_turn = Some(summarize_turns(
+    let summary = summarize(&run.records, run.duration, &params, tokens);
+    let multi_turn = Some(summarize_turns(
         &run.records,
         &run.planned_turns,
         run.duration,
@@ -101,6 +104,7 @@ async fn execute_conversations(
     ));
     Ok(CaseResult {
         summary,
+        multi_turn,
         run,
         inputs,
     })

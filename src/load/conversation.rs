@@ -155,20 +155,21 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
             };
             send_with(&shared.target, body, Some(&id), Some(headers)).await
         };
-        let start = outcome.sent.map_or_else(
-            || shared.start.elapsed().as_secs_f64(),
-            |t| (t - shared.start).as_secs_f64(),
-        );
-        let ok = outcome.success;
+        let since_start = |t: Instant| (t - shared.start).as_secs_f64();
+        let start = outcome
+            .sent
+            .map_or_else(|| since_start(Instant::now()), since_start);
+        let written = outcome.written.map(since_start);
+        // The boundary: from here on the request is a plain sample.
+        let sample = outcome.sample;
+        let ok = sample.success;
         // What the next turn resends of this one (nothing after a failure or without history).
         let reply = match (ok, shared.convs.history, &turn.recorded_reply) {
             (false, _, _) | (_, History::None, _) => None,
             (true, History::Recorded, Some(r)) => Some((r.clone(), turn.recorded_reply_len)),
             (true, _, _) => Some((
-                outcome.text.clone(),
-                outcome
-                    .usage_completion
-                    .unwrap_or(u64::from(outcome.chunks)),
+                sample.text.clone(),
+                sample.usage_completion.unwrap_or(u64::from(sample.chunks)),
             )),
         };
         let _ = shared.tx.send(RequestRecord {
@@ -176,9 +177,10 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
             scheduled,
             dispatched,
             start,
+            written,
             prompt_len: input.prompt_len,
             expected_output_len: turn.output_len,
-            outcome,
+            sample,
             turn: Some(TurnRef {
                 conversation: ci as u32,
                 turn: k as u32,
@@ -291,6 +293,7 @@ pub async fn run_conversations(
     let _ = dispatcher.join();
     Ok(CaseRun {
         records,
+        started: start,
         duration,
         smoke,
         warmups_failed,

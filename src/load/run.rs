@@ -14,8 +14,9 @@ use tokio::sync::Semaphore;
 
 use super::schedule::{ScheduleSpec, arrival_offsets};
 use crate::client::backend::{RequestInput, build_body};
-use crate::client::request::{Outcome, Target, send};
+use crate::client::request::{Target, send};
 use crate::metrics::record::RequestRecord;
+use crate::metrics::sample::Sample;
 use crate::plan::CaseParams;
 
 /// How a case runs, beyond its parameters.
@@ -65,6 +66,8 @@ pub struct Smoke {
 #[derive(Debug)]
 pub struct CaseRun {
     pub records: Vec<RequestRecord>,
+    /// The moment the records' times count from.
+    pub started: Instant,
     /// Seconds from the first release to the last answer.
     pub duration: f64,
     pub smoke: Option<Smoke>,
@@ -86,16 +89,17 @@ pub enum RunError {
     Empty,
 }
 
-async fn one(target: &Target, params: &CaseParams, input: &RequestInput) -> Outcome {
+async fn one(target: &Target, params: &CaseParams, input: &RequestInput) -> Sample {
     send(
         target,
         build_body(target.backend, &target.model, input, params),
         None,
     )
     .await
+    .sample
 }
 
-fn last_error(o: &Outcome) -> String {
+fn last_error(o: &Sample) -> String {
     o.error.as_ref().map_or_else(
         || "unknown error".into(),
         |e| format!("{}: {}", e.kind, e.message),
@@ -270,18 +274,19 @@ pub async fn run_case(
                         let input = &inputs[i];
                         let body = build_body(target.backend, &target.model, input, &params);
                         let outcome = send(&target, body, Some(&id)).await;
-                        let sent = outcome.sent.map_or_else(
-                            || start.elapsed().as_secs_f64(),
-                            |t| (t - start).as_secs_f64(),
-                        );
+                        let since_start = |t: Instant| (t - start).as_secs_f64();
+                        let sent = outcome
+                            .sent
+                            .map_or_else(|| since_start(Instant::now()), since_start);
                         let _ = tx.send(RequestRecord {
                             index: i,
                             scheduled,
                             dispatched,
                             start: sent,
+                            written: outcome.written.map(since_start),
                             prompt_len: input.prompt_len,
                             expected_output_len: input.output_len,
-                            outcome,
+                            sample: outcome.sample,
                             turn: None,
                         });
                     });
@@ -295,6 +300,7 @@ pub async fn run_case(
     let _ = dispatcher.join();
     Ok(CaseRun {
         records,
+        started: start,
         duration,
         smoke,
         warmups_failed,
@@ -319,13 +325,13 @@ pub(crate) async fn collect(
     loop {
         match tokio::time::timeout(Duration::from_millis(100), rx.recv()).await {
             Ok(Some(r)) => {
-                if !r.outcome.success {
+                if !r.sample.success {
                     errors += 1;
                 }
                 tokens += r
-                    .outcome
+                    .sample
                     .usage_completion
-                    .unwrap_or(u64::from(r.outcome.chunks));
+                    .unwrap_or(u64::from(r.sample.chunks));
                 if let Some(b) = &bar {
                     b.inc(1);
                     let secs = start.elapsed().as_secs_f64().max(1e-9);

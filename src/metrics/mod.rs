@@ -3,6 +3,7 @@
 
 pub mod hist;
 pub mod record;
+pub mod sample;
 pub mod stats;
 pub mod summary;
 pub mod turns;

@@ -1,6 +1,6 @@
 //! What the load generator keeps of each measured request.
 
-use crate::client::request::Outcome;
+use super::sample::Sample;
 
 /// One measured request. Times are seconds since the start of the measured run.
 #[derive(Debug, Clone)]
@@ -12,10 +12,15 @@ pub struct RequestRecord {
     pub dispatched: f64,
     /// When it went out, after waiting for a concurrency slot (vLLM's start_time).
     pub start: f64,
+    /// When the client had written the whole request, if it reports that (seconds
+    /// since the start of the run): `written - start` is the client's own share of
+    /// the request's way to the server.
+    pub written: Option<f64>,
     /// Prompt tokens as the dataset counted them.
     pub prompt_len: u64,
     pub expected_output_len: u64,
-    pub outcome: Outcome,
+    /// What the request measured.
+    pub sample: Sample,
     /// Which conversation and turn this request was, in a multi-turn case.
     pub turn: Option<TurnRef>,
 }

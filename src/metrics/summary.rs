@@ -103,8 +103,6 @@ pub struct Summary {
     pub cached_tokens: u64,
     /// Metric name → base64 HDR histogram (µs).
     pub histograms: IndexMap<String, String>,
-    /// Conversation outcomes and per-turn metrics, for multi-turn cases.
-    pub multi_turn: Option<super::turns::MultiTurnSummary>,
 }
 
 impl Summary {
@@ -130,11 +128,11 @@ fn max_output_tokens_per_s(records: &[&RequestRecord]) -> f64 {
     };
     let max_end = records
         .iter()
-        .map(|r| r.start + r.outcome.latency)
+        .map(|r| r.start + r.sample.latency)
         .fold(min_start, f64::max);
     let mut buckets = vec![0u64; (max_end - min_start).ceil() as usize + 1];
     for r in records {
-        let mut t = r.start + r.outcome.ttft;
+        let mut t = r.start + r.sample.ttft;
         let mut add = |t: f64| {
             let b = (t - min_start) as usize;
             if let Some(slot) = buckets.get_mut(b) {
@@ -142,7 +140,7 @@ fn max_output_tokens_per_s(records: &[&RequestRecord]) -> f64 {
             }
         };
         add(t);
-        for g in &r.outcome.itl {
+        for g in &r.sample.itl {
             t += g;
             add(t);
         }
@@ -156,7 +154,7 @@ fn max_concurrent(records: &[&RequestRecord]) -> u64 {
     let mut events: Vec<(f64, i64)> = Vec::with_capacity(records.len() * 2);
     for r in records {
         events.push((r.start, 1));
-        events.push((r.start + r.outcome.latency, -1));
+        events.push((r.start + r.sample.latency, -1));
     }
     events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let (mut cur, mut peak) = (0i64, 0i64);
@@ -187,7 +185,7 @@ pub fn summarize(
     let mut chunks = 0u64;
     let mut ok: Vec<&RequestRecord> = Vec::new();
     for r in records {
-        let o = &r.outcome;
+        let o = &r.sample;
         s.start_times.push(r.start);
         s.queue_times.push(r.client_queue_time());
         s.ttfts.push(if o.success { o.ttft } else { 0.0 });
@@ -340,7 +338,7 @@ pub fn summarize(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::request::{Outcome, RequestError};
+    use crate::metrics::sample::{RequestError, Sample};
     use crate::plan::params::Goodput;
     use crate::plan::units::Dur;
 
@@ -351,9 +349,10 @@ mod tests {
             scheduled: start,
             dispatched: start,
             start,
+            written: None,
             prompt_len: 10,
             expected_output_len: 4,
-            outcome: Outcome {
+            sample: Sample {
                 success: true,
                 ttft,
                 latency,
@@ -361,7 +360,7 @@ mod tests {
                 chunks: itl.len() as u32 + 1,
                 done: true,
                 usage_completion: usage,
-                ..Outcome::default()
+                ..Sample::default()
             },
             turn: None,
         }
@@ -371,8 +370,8 @@ mod tests {
     #[test]
     fn a_hand_computed_sample() {
         let mut failed = rec(3, 0.3, 0.0, &[], None);
-        failed.outcome.success = false;
-        failed.outcome.error = Some(RequestError {
+        failed.sample.success = false;
+        failed.sample.error = Some(RequestError {
             kind: "http_500".into(),
             message: "boom".into(),
         });
@@ -444,7 +443,7 @@ mod tests {
     #[test]
     fn output_counts_fall_back_to_the_tokenizer_then_to_one() {
         let mut r = rec(0, 0.0, 0.1, &[0.1], None);
-        r.outcome.text = "lobo kiba zumo".into();
+        r.sample.text = "lobo kiba zumo".into();
         let p = CaseParams::default();
         let s = summarize(
             std::slice::from_ref(&r),

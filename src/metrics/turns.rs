@@ -74,9 +74,9 @@ pub fn summarize_turns(
     };
     let mut durations = Vec::new();
     for (recs, &want) in by_conv.iter().zip(planned) {
-        let ok = recs.iter().filter(|r| r.outcome.success).count();
+        let ok = recs.iter().filter(|r| r.sample.success).count();
         s.turns_successful += ok as u64;
-        if recs.iter().any(|r| !r.outcome.success) {
+        if recs.iter().any(|r| !r.sample.success) {
             s.conversations_failed += 1;
         } else if ok == want as usize {
             s.conversations_completed += 1;
@@ -87,7 +87,7 @@ pub fn summarize_turns(
             let first = recs.iter().map(|r| r.start).fold(f64::INFINITY, f64::min);
             let last = recs
                 .iter()
-                .map(|r| r.start + r.outcome.latency)
+                .map(|r| r.start + r.sample.latency)
                 .fold(f64::NEG_INFINITY, f64::max);
             durations.push((last - first) * 1e3);
         }
@@ -105,15 +105,15 @@ pub fn summarize_turns(
             .cloned()
             .collect();
         let summary = summarize(&subset, duration, params, tokens);
-        let ok: Vec<&RequestRecord> = subset.iter().filter(|r| r.outcome.success).collect();
+        let ok: Vec<&RequestRecord> = subset.iter().filter(|r| r.sample.success).collect();
         let mut inputs: Vec<f64> = ok
             .iter()
-            .map(|r| r.outcome.usage_prompt.unwrap_or(r.prompt_len) as f64)
+            .map(|r| r.sample.usage_prompt.unwrap_or(r.prompt_len) as f64)
             .collect();
         inputs.sort_by(f64::total_cmp);
         let cached: Vec<f64> = ok
             .iter()
-            .map(|r| r.outcome.cached_tokens.unwrap_or(0) as f64)
+            .map(|r| r.sample.cached_tokens.unwrap_or(0) as f64)
             .collect();
         s.per_turn.push(TurnMetrics {
             turn_index: k,
@@ -133,8 +133,8 @@ pub fn summarize_turns(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::request::{Outcome, RequestError};
     use crate::metrics::record::TurnRef;
+    use crate::metrics::sample::{RequestError, Sample};
     use crate::plan::Metric;
 
     fn rec(conv: u32, turn: u32, start: f64, ttft: f64, prompt: u64, ok: bool) -> RequestRecord {
@@ -143,9 +143,10 @@ mod tests {
             scheduled: start,
             dispatched: start,
             start,
+            written: None,
             prompt_len: prompt,
             expected_output_len: 3,
-            outcome: Outcome {
+            sample: Sample {
                 success: ok,
                 ttft,
                 latency: ttft + 0.02,
@@ -159,7 +160,7 @@ mod tests {
                     kind: "http_500".into(),
                     message: "boom".into(),
                 }),
-                ..Outcome::default()
+                ..Sample::default()
             },
             turn: Some(TurnRef {
                 conversation: conv,

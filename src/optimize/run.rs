@@ -14,8 +14,8 @@ use std::time::{Instant, SystemTime};
 use serde_json::{Map, Value, json};
 
 use super::search::{Config, Ending, Eval, Outcome, Phase, Request, search};
-use crate::cli::exit;
 use crate::executor::json_bytes;
+use crate::exit::Exit;
 use crate::load::case::execute;
 use crate::load::run::RunOptions;
 use crate::load::target::{Resolved, resolve};
@@ -212,7 +212,7 @@ async fn evaluate(
         extras.insert("case_id".into(), json!(case.id));
         extras.insert("phase".into(), json!(req.phase));
         extras.insert("violations".into(), json!(violations));
-        let result = result_json(&header, &p, s, false, extras);
+        let result = result_json(&header, &p, s, None, false, extras);
         if let Err(e) = write_atomic(
             &dir.join(&file),
             &json_bytes(&Value::Object(result.clone())),
@@ -306,10 +306,10 @@ fn metrics_at(results: &Map<String, Value>, outcome: &Outcome) -> Value {
 }
 
 /// Runs every search of the plan. Returns the exit code.
-pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
+pub fn run(planned: &Planned, results_dir: Option<&Path>) -> Exit {
     let Some(opt) = planned.plan.optimize.clone() else {
         eprintln!("error: the plan has no [optimize] block");
-        return exit::BAD_PLAN;
+        return Exit::BadPlan;
     };
     let any_sim = planned.plan.services.values().any(|s| s.is_sim());
     crate::load::runtime(any_sim).block_on(async move {
@@ -318,14 +318,14 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
         let root = base.join("optimize").join(format!("opt_{}", timefmt::stamp_underscore(started)));
         eprintln!("results: {}", root.display());
         let mut cells = Vec::new();
-        let mut code = exit::OK;
+        let mut code = Exit::Ok;
         for case in &planned.cases {
             let svc = &planned.plan.services[&case.service];
             let r = match resolve(svc, false, None).await {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("error: service `{}`: {e}", case.service);
-                    return exit::RUNTIME;
+                    return Exit::Runtime;
                 }
             };
             let dir = root.join(&case.id);
@@ -405,19 +405,12 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
                 Some(json!({"value": before, "delta_pct": delta, "threshold_pct": t * 100.0, "regression": regression}))
             });
             let regressed = baseline.as_ref().is_some_and(|b| b["regression"] == true);
-            code = [exit::RUNTIME, exit::SLO_VIOLATED, exit::REGRESSION]
-                .into_iter()
-                .find(|c| {
-                    *c == code
-                        || *c
-                            == match outcome.ending {
-                                Ending::Infrastructure(_) => exit::RUNTIME,
-                                Ending::FailsAtMinimum => exit::SLO_VIOLATED,
-                                _ if regressed => exit::REGRESSION,
-                                _ => exit::OK,
-                            }
-                })
-                .unwrap_or(exit::OK);
+            code = code.worst(match outcome.ending {
+                Ending::Infrastructure(_) => Exit::Runtime,
+                Ending::FailsAtMinimum => Exit::SloViolated,
+                _ if regressed => Exit::Regression,
+                _ => Exit::Ok,
+            });
             let report = json!({
                 "case_id": case.id,
                 "service": case.service,
@@ -440,7 +433,7 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
             });
             if let Err(e) = write_atomic(&dir.join("optimization_report.json"), &json_bytes(&report)) {
                 eprintln!("error: cannot write the report: {e}");
-                return exit::RUNTIME;
+                return Exit::Runtime;
             }
             eprintln!("  {recommendation} ({runs} runs, {secs:.1} s)");
             cells.push(report);
@@ -449,12 +442,12 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> u8 {
             Ok(md) => md,
             Err(e) => {
                 eprintln!("error: {e}");
-                return exit::RUNTIME;
+                return Exit::Runtime;
             }
         };
         if let Err(e) = write_atomic(&root.join("report.md"), md.as_bytes()) {
             eprintln!("error: cannot write report.md: {e}");
-            return exit::RUNTIME;
+            return Exit::Runtime;
         }
         // The newest search, for `baseline = "bench_results/optimize/latest"`.
         if let (Some(parent), Some(name)) = (root.parent(), root.file_name()) {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::hash::fnv1a64;
 use crate::plan::CaseParams;
 
 /// One benchmark run to make: a service and its resolved parameters.
@@ -54,38 +55,6 @@ impl Case {
                 None => return format!("defaults.{key}"),
             }
         }
-    }
-}
-
-/// FNV-1a, 64 bits: stable across platforms and Rust versions, unlike std's hasher.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// An `io::Write` that FNV-hashes what is written, so a case's JSON is hashed without a buffer.
-pub struct FnvWriter(pub u64);
-
-impl Default for FnvWriter {
-    fn default() -> Self {
-        FnvWriter(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl std::io::Write for FnvWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        for b in buf {
-            self.0 ^= u64::from(*b);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 
@@ -167,15 +136,5 @@ mod tests {
         })
         .collect();
         assert_eq!(slug("Local GPU", &a), "local_gpu-c4-in512-temperature=0.5");
-    }
-
-    #[test]
-    fn fnv_is_the_reference_function() {
-        // Published FNV-1a 64 test vectors.
-        assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);
-        assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
-        let mut w = FnvWriter::default();
-        std::io::Write::write_all(&mut w, b"a").unwrap();
-        assert_eq!(w.0, fnv1a64(b"a"));
     }
 }

@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use std::sync::Arc;
 
-use super::case::{Assignment, Case, FnvWriter, slug};
+use super::case::{Assignment, Case, slug};
 use crate::diag::{Diagnostic, did_you_mean};
+use crate::hash::FnvWriter;
 use crate::plan::source::{join_index, join_key};
 use crate::plan::{CaseParams, Plan};
 

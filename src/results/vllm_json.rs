@@ -47,6 +47,7 @@ pub fn result_json(
     h: &Header,
     p: &CaseParams,
     s: &Summary,
+    multi_turn: Option<&MultiTurnSummary>,
     detailed: bool,
     extras: Map<String, Value>,
 ) -> Map<String, Value> {
@@ -139,7 +140,7 @@ pub fn result_json(
     for st in &s.stats {
         stats_keys(&mut o, st);
     }
-    if let Some(mt) = &s.multi_turn {
+    if let Some(mt) = multi_turn {
         multi_turn_keys(&mut o, p, mt);
     }
     let mut b = Map::new();

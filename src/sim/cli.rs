@@ -1,12 +1,39 @@
 //! `benchplan sim`: the simulator as a standalone process.
 
+use std::path::PathBuf;
+
+use clap::Args;
 use serde_json::{Map, Value};
 
 use super::{SimConfig, Simulator};
-use crate::cli::{SimArgs, exit};
 use crate::diag::did_you_mean;
+use crate::exit::Exit;
 use crate::plan::PlanSource;
 use crate::plan::sim::SimSpec;
+
+/// `benchplan sim`: where to listen and how to behave.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Starting point for every parameter (default: the config file's, else tiny).
+    #[arg(long, value_enum)]
+    pub preset: Option<crate::plan::sim::Preset>,
+    /// A TOML or YAML file with a preset and parameters, as in a plan's `sim = {…}`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Set one parameter: --set itl=5ms --set max_num_seqs=8. Repeatable.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+    /// Record when each streamed token was actually sent, served at GET /sim/timings
+    /// (ground truth for client-accuracy measurements).
+    #[arg(long)]
+    pub record_timings: bool,
+}
 
 /// Builds the simulator's spec from `--config`, `--preset` and `--set`, in that order.
 pub fn spec_from_args(args: &SimArgs) -> Result<SimSpec, String> {
@@ -50,12 +77,12 @@ pub fn spec_from_args(args: &SimArgs) -> Result<SimSpec, String> {
     serde_json::from_value(value).map_err(|e| format!("bad simulator parameter: {e}"))
 }
 
-pub fn run(args: &SimArgs) -> u8 {
+pub fn run(args: &SimArgs) -> Exit {
     let spec = match spec_from_args(args) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return exit::BAD_PLAN;
+            return Exit::BadPlan;
         }
     };
     let mut config = SimConfig::from_spec(&spec);
@@ -64,7 +91,7 @@ pub fn run(args: &SimArgs) -> u8 {
         Ok(a) => a,
         Err(e) => {
             eprintln!("error: bad --host/--port: {e}");
-            return exit::BAD_PLAN;
+            return Exit::BadPlan;
         }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -76,7 +103,7 @@ pub fn run(args: &SimArgs) -> u8 {
             Ok(h) => h,
             Err(e) => {
                 eprintln!("error: cannot listen on {addr}: {e}");
-                return exit::RUNTIME;
+                return Exit::Runtime;
             }
         };
         println!(
@@ -92,6 +119,6 @@ pub fn run(args: &SimArgs) -> u8 {
         );
         let _ = tokio::signal::ctrl_c().await;
         handle.stop();
-        exit::OK
+        Exit::Ok
     })
 }

@@ -586,7 +586,7 @@ async fn pooling(state: Arc<State>, body: &Value, kind: Pooling) -> Resp {
                 .iter()
                 .enumerate()
                 .map(|(i, t)| {
-                    let h = crate::planner::case::fnv1a64(t.as_bytes());
+                    let h = crate::hash::fnv1a64(t.as_bytes());
                     let v: Vec<f64> = (0..c.embedding_dim)
                         .map(|j| ((h.rotate_left(j as u32) % 2000) as f64 / 1000.0) - 1.0)
                         .collect();
@@ -602,7 +602,7 @@ async fn pooling(state: Arc<State>, body: &Value, kind: Pooling) -> Resp {
             let results: Vec<Value> = texts[1..]
                 .iter()
                 .enumerate()
-                .map(|(i, t)| json!({"index": i, "document": {"text": t}, "relevance_score": (crate::planner::case::fnv1a64(t.as_bytes()) % 1000) as f64 / 1000.0}))
+                .map(|(i, t)| json!({"index": i, "document": {"text": t}, "relevance_score": (crate::hash::fnv1a64(t.as_bytes()) % 1000) as f64 / 1000.0}))
                 .collect();
             json_response(
                 StatusCode::OK,

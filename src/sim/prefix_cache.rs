@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::planner::case::FnvWriter;
+use crate::hash::FnvWriter;
 
 #[derive(Debug)]
 pub struct PrefixCache {

@@ -51,10 +51,7 @@ pub fn word(id: u32) -> &'static str {
 pub fn id_of(word: &str) -> u32 {
     match words().1.get(word) {
         Some(&id) => id,
-        None => {
-            VOCAB_SIZE
-                + (crate::planner::case::fnv1a64(word.as_bytes()) % u64::from(HASHED_IDS)) as u32
-        }
+        None => VOCAB_SIZE + (crate::hash::fnv1a64(word.as_bytes()) % u64::from(HASHED_IDS)) as u32,
     }
 }
 

@@ -105,16 +105,16 @@ async fn ground_truth_once() -> Result<(), String> {
         .run
         .records
         .iter()
-        .map(|x| (x.outcome.latency - x.outcome.ttft) / 10.0 * 1e3)
+        .map(|x| (x.sample.latency - x.sample.ttft) / 10.0 * 1e3)
         .collect();
     tpots.sort_by(f64::total_cmp);
     let mean = tpots.iter().sum::<f64>() / tpots.len() as f64;
     assert!((mean - tpot).abs() < 1e-9);
     // E2EL = TTFT + sum(ITL) exactly: the last token chunk ends the measurement.
     for x in &r.run.records {
-        let sum: f64 = x.outcome.itl.iter().sum();
-        assert!((x.outcome.ttft + sum - x.outcome.latency).abs() < 1e-9);
-        assert_eq!(x.outcome.itl.len(), 10);
+        let sum: f64 = x.sample.itl.iter().sum();
+        assert!((x.sample.ttft + sum - x.sample.latency).abs() < 1e-9);
+        assert_eq!(x.sample.itl.len(), 10);
     }
     assert!(r.run.smoke.as_ref().is_some_and(|s| s.ok));
     timing
@@ -272,7 +272,7 @@ async fn chat_embeddings_and_rerank_backends() {
         (5, 30)
     );
     // vLLM's chat stream opens with a role-only chunk: one more chunk than tokens.
-    assert_eq!(r.run.records[0].outcome.chunks, 7);
+    assert_eq!(r.run.records[0].sample.chunks, 7);
     let emb = CaseParams {
         backend: Some(Backend::OpenaiEmbeddings),
         dataset: Dataset::Random(RandomDataset {

@@ -1,5 +1,6 @@
 //! The one integration-test binary (so the suite links once). Each module is one area.
 
+mod architecture;
 mod bad_plans;
 mod cases;
 mod cli;

@@ -102,14 +102,14 @@ async fn history_grows_and_the_prefix_cache_cuts_later_turns_ttft() {
         for conv in by_conversation(&r.run.records) {
             let served: Vec<u64> = conv
                 .iter()
-                .map(|r| r.outcome.usage_prompt.unwrap())
+                .map(|r| r.sample.usage_prompt.unwrap())
                 .collect();
             assert_eq!(served, [200, 410, 620]);
             for t in &conv {
-                assert_eq!(t.outcome.usage_prompt, Some(t.prompt_len));
+                assert_eq!(t.sample.usage_prompt, Some(t.prompt_len));
             }
         }
-        let mt = s.multi_turn.as_ref().unwrap();
+        let mt = r.multi_turn.as_ref().unwrap();
         assert_eq!((mt.conversations_total, mt.conversations_completed), (4, 4));
         assert_eq!(mt.per_turn.len(), 3);
         let mut excess = Vec::new();
@@ -137,7 +137,7 @@ async fn history_grows_and_the_prefix_cache_cuts_later_turns_ttft() {
                 .iter()
                 .filter(|rec| rec.turn.unwrap().turn == k as u32)
             {
-                let ttft = rec.outcome.ttft * 1e3;
+                let ttft = rec.sample.ttft * 1e3;
                 assert!(
                     ttft >= want - 0.1,
                     "turn {k}, caching {caching}: TTFT {ttft:.2} ms below the model's {want:.2} ms"
@@ -204,18 +204,18 @@ async fn conversation_cap_request_cap_and_think_time_hold() {
     for c in &convs {
         let last = c.last().unwrap();
         events.push((c[0].start, 1));
-        events.push((last.start + last.outcome.latency, -1));
+        events.push((last.start + last.sample.latency, -1));
         // Think time: at least the delay between an answer and the next send, and not
         // much more (a timer's lateness and the rest of the stream).
         for w in c.windows(2) {
-            let gap = w[1].start - (w[0].start + w[0].outcome.latency);
+            let gap = w[1].start - (w[0].start + w[0].sample.latency);
             assert!(
                 (0.030..0.060).contains(&gap),
                 "think time between turns: {:.1} ms",
                 gap * 1e3
             );
             assert!(
-                w[1].scheduled >= w[0].start + w[0].outcome.latency + 0.030,
+                w[1].scheduled >= w[0].start + w[0].sample.latency + 0.030,
                 "the turn was scheduled after the think time"
             );
         }
@@ -645,14 +645,14 @@ async fn recorded_history_resends_the_files_replies() {
     );
     for (r, recorded) in results.iter().zip([true, false]) {
         for conv in by_conversation(&r.run.records) {
-            if !conv.iter().all(|t| t.outcome.success) {
+            if !conv.iter().all(|t| t.sample.success) {
                 continue; // the conversation with the injected failure
             }
             // Each name is one word, so every conversation's messages count the same.
             let name = "alpha";
             let served: Vec<u64> = conv
                 .iter()
-                .map(|t| t.outcome.usage_prompt.unwrap())
+                .map(|t| t.sample.usage_prompt.unwrap())
                 .collect();
             let u: Vec<u64> = (0..3).map(|k| count(&user(name, k))).collect();
             let (r0, r1) = if recorded { (first, second) } else { (4, 4) };
@@ -711,6 +711,6 @@ async fn the_request_rate_paces_conversation_starts() {
             (conv[0].start - want[c]) * 1e3
         );
         // The second turn follows its own answer, not the schedule.
-        assert!(conv[1].start > conv[0].start + conv[0].outcome.latency);
+        assert!(conv[1].start > conv[0].start + conv[0].sample.latency);
     }
 }

@@ -6,7 +6,8 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
-use benchplan::client::request::{Outcome, Target, send};
+use benchplan::client::request::{Target, send};
+use benchplan::metrics::sample::Sample;
 use benchplan::plan::Backend;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 
@@ -84,7 +85,7 @@ fn target(base: &str) -> Target {
     )
 }
 
-fn assert_streamed(o: &Outcome) {
+fn assert_streamed(o: &Sample) {
     assert!(o.success, "{:?}", o.error);
     assert_eq!(
         (o.chunks, o.text.as_str(), o.usage_completion, o.done),
@@ -111,7 +112,9 @@ async fn a_pooled_connection_the_server_closed_is_retried_on_a_new_one() {
         "plain http goes through the native client"
     );
     for i in 0..3 {
-        let o = send(&t, b"{\"prompt\":\"x\"}".to_vec(), Some(&format!("id-{i}"))).await;
+        let o = send(&t, b"{\"prompt\":\"x\"}".to_vec(), Some(&format!("id-{i}")))
+            .await
+            .sample;
         assert_streamed(&o);
         // Give the server's close time to arrive, so the next request finds it stale.
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -152,11 +155,11 @@ async fn length_and_close_framed_bodies_and_interim_answers() {
         }
     });
     let t = target(&base);
-    assert_streamed(&send(&t, b"{}".to_vec(), None).await);
-    assert_streamed(&send(&t, b"{}".to_vec(), None).await); // the same connection, reused
+    assert_streamed(&send(&t, b"{}".to_vec(), None).await.sample);
+    assert_streamed(&send(&t, b"{}".to_vec(), None).await.sample); // the same connection, reused
     // A fresh target means a fresh pool: its first connection is number 1, close-framed.
     let t = target(&base);
-    assert_streamed(&send(&t, b"{}".to_vec(), None).await);
+    assert_streamed(&send(&t, b"{}".to_vec(), None).await.sample);
 }
 
 #[tokio::test]
@@ -177,7 +180,7 @@ async fn broken_answers_become_counted_error_kinds() {
     let mut kinds = vec![];
     for _ in 0..4 {
         // A new target each time, so each request opens the next scripted connection.
-        let o = send(&target(&base), b"{}".to_vec(), None).await;
+        let o = send(&target(&base), b"{}".to_vec(), None).await.sample;
         assert!(!o.success);
         let e = o.error.unwrap();
         kinds.push(e.kind.clone());
@@ -204,5 +207,5 @@ async fn nobody_listening_is_a_connection_error() {
         None,
     )
     .await;
-    assert_eq!(o.error.map(|e| e.kind), Some("connection".into()));
+    assert_eq!(o.sample.error.map(|e| e.kind), Some("connection".into()));
 }

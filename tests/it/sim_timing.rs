@@ -292,7 +292,7 @@ async fn recorded_timings_are_the_actual_sends_and_match_what_the_client_saw() {
         }
         // What the client measured is what was sent plus the way there and back, never
         // less: the client's clock starts before the arrival and stops after the send.
-        let ttft = o.ttft * 1e3;
+        let ttft = o.sample.ttft * 1e3;
         assert!(
             ttft >= us[0],
             "client TTFT {ttft} ms, simulator sent at {} ms",
@@ -304,7 +304,7 @@ async fn recorded_timings_are_the_actual_sends_and_match_what_the_client_saw() {
         let arrived_ns = r["arrived_monotonic_ns"].as_u64().unwrap() as f64;
         let sent_ns = benchplan::clock::monotonic_ns(o.sent.unwrap()) as f64;
         assert!(arrived_ns >= sent_ns - 5e4, "arrived before it was sent");
-        let leg = (sent_ns + o.ttft * 1e9 - (arrived_ns + us[0] * 1e6)) / 1e6;
+        let leg = (sent_ns + o.sample.ttft * 1e9 - (arrived_ns + us[0] * 1e6)) / 1e6;
         assert!(
             leg >= -0.05,
             "client stamped the first chunk {leg} ms before it was sent"

@@ -1,0 +1,178 @@
+//! `benchplan bench`: one case from the command line, with `vllm bench serve`'s flags,
+//! names and meanings, so a script can swap the command and keep its arguments.
+//! [`args`] turns the flags into a one-case plan; this module validates it like any
+//! plan, runs it and writes the result where vLLM would.
+
+pub mod args;
+pub mod print;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+
+use serde_json::{Map, Value, json};
+
+pub use args::BenchArgs;
+pub use print::print_summary;
+
+use crate::exit::Exit;
+use crate::load::case::{CaseResult, execute};
+use crate::load::run::RunOptions;
+use crate::load::target::resolve;
+use crate::plan::{CaseParams, PlanSource, Service};
+use crate::results::vllm_json::{Header, result_json, vllm_file_name};
+use crate::results::write::{append_json_line, write_atomic};
+
+/// `bench_{model_short}_{dataset}_{backend}_{YYYYMMDD_HHMMSS}.json` in bench_results/single/.
+fn single_name(h: &Header, p: &CaseParams, started: SystemTime) -> String {
+    let model = h.model_id.rsplit('/').next().unwrap_or(&h.model_id);
+    format!(
+        "bench_{model}_{}_{}_{}.json",
+        p.dataset.name(),
+        p.backend().name(),
+        crate::timefmt::stamp_underscore(started)
+    )
+}
+
+/// The command line as run, with header values hidden (they may hold keys).
+fn redacted_command() -> String {
+    let mut out = Vec::new();
+    let mut in_header = false;
+    for a in std::env::args() {
+        if a.starts_with("--") {
+            in_header = a == "--header";
+            out.push(a);
+        } else if in_header {
+            out.push(a.split_once('=').map_or_else(
+                || "<redacted>".to_string(),
+                |(k, _)| format!("{k}=<redacted>"),
+            ));
+        } else {
+            out.push(a);
+        }
+    }
+    out.join(" ")
+}
+
+pub fn run(args: &BenchArgs) -> Exit {
+    let value = match args.plan_value() {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::BadPlan;
+        }
+    };
+    let planned = match crate::planner::plan(PlanSource::from_value("<command line>", value)) {
+        Ok(p) => p,
+        Err(d) => {
+            eprintln!("{d}");
+            return Exit::BadPlan;
+        }
+    };
+    for w in &planned.warnings {
+        eprintln!("{w}");
+    }
+    let case = planned.cases[0].clone();
+    if args.dry_run {
+        return crate::commands::dry_run::print(&planned);
+    }
+    let service: Service = planned.plan.services["target"].clone();
+    // One thread against an external server (as the client benchmark measures it), two
+    // workers when the simulator runs in this process.
+    let runtime = crate::load::runtime(service.sim.is_some());
+    runtime.block_on(async move {
+        let resolved = match resolve(
+            &service,
+            args.insecure,
+            case.params.max_concurrency.map(|c| c as usize),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Exit::Runtime;
+            }
+        };
+        let mut opts = RunOptions {
+            progress: !args.disable_tqdm && std::io::stderr().is_terminal(),
+            smoke: !args.no_smoke,
+            ..RunOptions::default()
+        };
+        if let Some(p) = &case.params.request_id_prefix {
+            opts.request_id_prefix = p.clone();
+        }
+        let stop = opts.stop.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\ninterrupted: no new requests; waiting briefly for those in flight");
+                stop.store(true, Ordering::Relaxed);
+            }
+        });
+        let started = SystemTime::now();
+        let result: CaseResult = match execute(&resolved, &service, &case.params, &opts).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Exit::Runtime;
+            }
+        };
+        print_summary(&result.summary, result.multi_turn.as_ref(), &case.params);
+        if args.save_result || args.append_result || args.save_detailed {
+            let header = Header {
+                date: crate::timefmt::stamp_dash(started),
+                label: args.label.clone(),
+                model_id: resolved.model.clone(),
+                tokenizer_id: Some(resolved.tokenizer_id.clone()),
+            };
+            let mut extras = Map::new();
+            extras.insert("case_id".into(), json!(case.id));
+            extras.insert("interrupted".into(), json!(result.run.interrupted));
+            extras.insert("smoke".into(), json!(result.run.smoke));
+            extras.insert("warmups_failed".into(), json!(result.run.warmups_failed));
+            extras.insert("seed".into(), json!(case.params.seed));
+            extras.insert("command".into(), json!(redacted_command()));
+            extras.insert(
+                "params".into(),
+                serde_json::to_value(&case.params).expect("params serialise"),
+            );
+            let json = result_json(
+                &header,
+                &case.params,
+                &result.summary,
+                result.multi_turn.as_ref(),
+                args.save_detailed,
+                extras,
+            );
+            // With --result-dir or --result-filename, vLLM's names and places; without, the results tree.
+            let path = match (&args.result_dir, &args.result_filename) {
+                (None, None) => PathBuf::from("bench_results")
+                    .join("single")
+                    .join(single_name(&header, &case.params, started)),
+                (dir, name) => dir.clone().unwrap_or_default().join(
+                    name.clone()
+                        .unwrap_or_else(|| vllm_file_name(&header, &case.params)),
+                ),
+            };
+            let bytes = serde_json::to_vec(&Value::Object(json)).expect("result serialises");
+            let written = if args.append_result {
+                append_json_line(&path, &bytes)
+            } else {
+                write_atomic(&path, &bytes)
+            };
+            match written {
+                Ok(()) => eprintln!("result written to {}", path.display()),
+                Err(e) => {
+                    eprintln!("error: cannot write {}: {e}", path.display());
+                    return Exit::Runtime;
+                }
+            }
+        }
+        if result.run.interrupted {
+            Exit::Runtime
+        } else {
+            Exit::Ok
+        }
+    })
+}

@@ -1,0 +1,76 @@
+//! How a command ended. Every command returns an [`Exit`]; only `main` turns it into
+//! the process exit code, so the codes live here, below the command line, where the
+//! commands that decide them can reach them without importing `cli`.
+//!
+//! The codes are stable and documented in the README's "Exit codes" table.
+
+/// A command's verdict, with its process exit code as the discriminant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Everything ran and every verdict passed.
+    Ok = 0,
+    /// A tool or service error: something could not be measured.
+    Runtime = 1,
+    /// A bad plan, file or command line: nothing was sent.
+    BadPlan = 2,
+    /// Measured, and an SLO (or the minimum success rate) was not met.
+    SloViolated = 3,
+    /// Measured, and a result regressed against the baseline.
+    Regression = 4,
+}
+
+impl Exit {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// How much a verdict outranks another when one run has several: a bad plan, then
+    /// a runtime error (the numbers are incomplete), then an SLO failure, then a
+    /// regression. The README states this order; the final line of `run` prints the
+    /// counts of both SLO failures and regressions, so neither hides the other.
+    fn rank(self) -> u8 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Regression => 1,
+            Exit::SloViolated => 2,
+            Exit::Runtime => 3,
+            Exit::BadPlan => 4,
+        }
+    }
+
+    /// The verdict that outranks the other (see [`Exit::rank`]).
+    pub fn worst(self, other: Exit) -> Exit {
+        if other.rank() > self.rank() {
+            other
+        } else {
+            self
+        }
+    }
+
+    pub fn is_ok(self) -> bool {
+        self == Exit::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_stable_and_precedence_is_documented() {
+        let all = [
+            Exit::Ok,
+            Exit::Runtime,
+            Exit::BadPlan,
+            Exit::SloViolated,
+            Exit::Regression,
+        ];
+        assert_eq!(all.map(Exit::code), [0, 1, 2, 3, 4]);
+        assert_eq!(Exit::Regression.worst(Exit::SloViolated), Exit::SloViolated);
+        assert_eq!(Exit::SloViolated.worst(Exit::Regression), Exit::SloViolated);
+        assert_eq!(Exit::Runtime.worst(Exit::SloViolated), Exit::Runtime);
+        assert_eq!(Exit::Ok.worst(Exit::Regression), Exit::Regression);
+        assert_eq!(Exit::BadPlan.worst(Exit::Runtime), Exit::BadPlan);
+    }
+}

@@ -1,0 +1,42 @@
+//! What one request measured, as any client can report it: times in seconds, token
+//! counts as the server gave them, and an error kind. The metrics work on these alone,
+//! so samples from benchplan's client, from another client's result file or from a
+//! shard merged later all summarise the same way.
+
+use serde::Serialize;
+
+/// Why a request failed; counted by kind in every report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RequestError {
+    /// `connection`, `timeout`, `http_<status>`, `stream_broken`, `invalid_chunk`,
+    /// `stream_error`, `no_tokens`, `request`, …
+    pub kind: String,
+    pub message: String,
+}
+
+/// One request's measurements (vLLM's `RequestFuncOutput`, without its clock).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sample {
+    pub success: bool,
+    /// Seconds from the request's start to its first token event.
+    pub ttft: f64,
+    /// E2EL: seconds from the start to the last token event.
+    pub latency: f64,
+    /// One gap per token event after the first.
+    pub itl: Vec<f64>,
+    /// Token events (SSE messages that carried output).
+    pub chunks: u32,
+    /// Whether the stream ended with `data: [DONE]`.
+    pub done: bool,
+    /// `usage.completion_tokens`, when the server sent it.
+    pub usage_completion: Option<u64>,
+    /// `usage.prompt_tokens`, when the server sent it.
+    pub usage_prompt: Option<u64>,
+    /// `usage.prompt_tokens_details.cached_tokens`.
+    pub cached_tokens: Option<u64>,
+    /// Inputs in the request (an embeddings batch, rerank documents); 1 otherwise.
+    pub input_sequences: u64,
+    /// The generated text (what the token events carried).
+    pub text: String,
+    pub error: Option<RequestError>,
+}

@@ -44,6 +44,21 @@ pub fn iso(t: SystemTime) -> String {
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
 
+/// `2026-03-01T14:25:30.123456`: Python's `datetime.isoformat()` (microseconds shown
+/// unless zero), in UTC.
+pub fn iso_micros(t: SystemTime) -> String {
+    let (y, mo, d, h, mi, s) = civil(t);
+    let us = t
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_micros());
+    let base = format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}");
+    if us == 0 {
+        base
+    } else {
+        format!("{base}.{us:06}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,6 +69,11 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_secs(1_772_375_130); // 2026-03-01 14:25:30 UTC
         assert_eq!(stamp_dash(t), "20260301-142530");
         assert_eq!(iso(t), "2026-03-01T14:25:30Z");
+        assert_eq!(iso_micros(t), "2026-03-01T14:25:30");
+        assert_eq!(
+            iso_micros(t + Duration::from_micros(1234)),
+            "2026-03-01T14:25:30.001234"
+        );
         assert_eq!(stamp_dash(UNIX_EPOCH), "19700101-000000");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
         assert_eq!(civil(leap).0, 2000);

@@ -1,10 +1,13 @@
-//! Request bodies as vLLM's benchmark builds them, per backend (see the reference,
-//! §4): completions and chat stream with `stream_options.include_usage`; sampling
-//! parameters only when set; `extra_body` merged last, where `null` removes a key.
+//! Request bodies as vLLM 0.33's benchmark builds them, per backend (pinned by the
+//! `vllm_request` of each golden stream fixture): completions carry
+//! `repetition_penalty: 1.0` (or the case's) and `logprobs` (null unless set), both
+//! streaming APIs `stream_options.include_usage`, embeddings and rerank
+//! `truncate_prompt_tokens: -1`; sampling parameters only when set; `extra_body`
+//! merged last, where `null` removes a key (the way to drop a default a strict server
+//! rejects).
 //!
-//! Deliberate differences from vLLM: no `repetition_penalty: 1.0`, `logprobs: null`
-//! or `truncate_prompt_tokens: -1` unless asked for (strict OpenAI-compatible
-//! servers reject unknown keys), and `extra_body` applies to rerank too.
+//! Deliberate difference (declared as the `extra_body_rerank` deviation): `extra_body`
+//! applies to rerank too, where vLLM ignores it.
 
 use serde_json::{Map, Value, json};
 
@@ -36,6 +39,60 @@ pub struct RequestInput {
     pub arrival: Option<f64>,
 }
 
+impl RequestInput {
+    /// Inputs the request carries, as vLLM counts them (`num_input_sequences`): the
+    /// items of an embeddings batch, the documents of a rerank, else 1.
+    pub fn input_sequences(&self) -> u64 {
+        match &self.prompt {
+            Prompt::Batch(b) => b.len() as u64,
+            Prompt::Rerank { documents, .. } => documents.len() as u64,
+            Prompt::Text(_) | Prompt::Messages(_) => 1,
+        }
+    }
+
+    /// The same request with `prefix` before each of its texts (the first text part of
+    /// a chat message list). A server's prefix cache keys on the leading tokens, so a
+    /// prefixed copy shares no cached block with the original: an unmeasured request
+    /// sent this way warms nothing a measured one reuses.
+    pub fn with_prefix(&self, prefix: &str) -> RequestInput {
+        let p = |t: &str| format!("{prefix}{t}");
+        let prompt = match &self.prompt {
+            Prompt::Text(t) => Prompt::Text(p(t)),
+            Prompt::Batch(b) => Prompt::Batch(b.iter().map(|t| p(t)).collect()),
+            Prompt::Rerank { query, documents } => Prompt::Rerank {
+                query: p(query),
+                documents: documents.iter().map(|t| p(t)).collect(),
+            },
+            Prompt::Messages(m) => {
+                let mut m = m.clone();
+                let first_text = m.as_array_mut().and_then(|msgs| {
+                    msgs.iter_mut()
+                        .find_map(|msg| match msg.get_mut("content") {
+                            Some(Value::String(s)) => Some(s),
+                            Some(Value::Array(parts)) => {
+                                parts
+                                    .iter_mut()
+                                    .find_map(|part| match part.get_mut("text") {
+                                        Some(Value::String(s)) => Some(s),
+                                        _ => None,
+                                    })
+                            }
+                            _ => None,
+                        })
+                });
+                if let Some(s) = first_text {
+                    *s = p(s);
+                }
+                Prompt::Messages(m)
+            }
+        };
+        RequestInput {
+            prompt,
+            ..self.clone()
+        }
+    }
+}
+
 /// The JSON body of one request.
 pub fn build_body(
     backend: Backend,
@@ -56,7 +113,12 @@ pub fn build_body(
                 Prompt::Messages(m) => Value::String(messages_text(m)),
             };
             body.insert("prompt".into(), prompt);
+            body.insert(
+                "repetition_penalty".into(),
+                json!(params.repetition_penalty.unwrap_or(1.0)),
+            );
             body.insert("max_tokens".into(), json!(input.output_len));
+            body.insert("logprobs".into(), json!(params.logprobs));
             streaming(&mut body, params);
         }
         Backend::OpenaiChat => {
@@ -84,6 +146,7 @@ pub fn build_body(
                 Prompt::Messages(m) => Value::String(messages_text(m)),
             };
             body.insert("input".into(), input_v);
+            body.insert("truncate_prompt_tokens".into(), json!(-1));
         }
         Backend::VllmRerank => {
             let (query, documents) = match &input.prompt {
@@ -97,6 +160,7 @@ pub fn build_body(
             };
             body.insert("query".into(), Value::String(query));
             body.insert("documents".into(), json!(documents));
+            body.insert("truncate_prompt_tokens".into(), json!(-1));
         }
     }
     if let Some(extra) = &params.extra_body {
@@ -122,6 +186,7 @@ fn streaming(body: &mut Map<String, Value>, p: &CaseParams) {
     ];
     for (k, v) in sampling {
         if let Some(v) = v {
+            // Completions already carry repetition_penalty (1.0 unless set).
             body.insert(k.into(), v);
         }
     }
@@ -191,6 +256,9 @@ mod tests {
             b.get("top_p").is_none(),
             "unset sampling parameters are not sent"
         );
+        // vLLM's completions defaults; chat has neither.
+        assert_eq!(b["repetition_penalty"], 1.0);
+        assert_eq!(b["logprobs"], Value::Null);
         let b = body(Backend::OpenaiChat, &p);
         assert_eq!(
             b["messages"][0]["content"][0],
@@ -198,9 +266,10 @@ mod tests {
         );
         assert_eq!(b["max_completion_tokens"], 8);
         assert!(b.get("max_tokens").is_none());
-        // extra_body wins, and null removes.
+        assert!(b.get("repetition_penalty").is_none() && b.get("logprobs").is_none());
+        // extra_body wins, and null removes (vLLM's defaults too).
         p.extra_body = Some(
-            serde_json::from_value(json!({"temperature": 0.5, "ignore_eos": null, "seed": 3}))
+            serde_json::from_value(json!({"temperature": 0.5, "ignore_eos": null, "seed": 3, "repetition_penalty": null}))
                 .unwrap(),
         );
         let b = body(Backend::Openai, &p);
@@ -208,9 +277,10 @@ mod tests {
             (
                 b["temperature"].as_f64(),
                 b.get("ignore_eos"),
-                b["seed"].as_u64()
+                b["seed"].as_u64(),
+                b.get("repetition_penalty")
             ),
-            (Some(0.5), None, Some(3))
+            (Some(0.5), None, Some(3), None)
         );
     }
 
@@ -219,6 +289,7 @@ mod tests {
         let p = CaseParams::default();
         let b = body(Backend::OpenaiEmbeddings, &p);
         assert_eq!(b["input"], "hello");
+        assert_eq!(b["truncate_prompt_tokens"], -1);
         assert!(b.get("stream").is_none());
         let input = RequestInput {
             prompt: Prompt::Rerank {

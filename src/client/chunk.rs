@@ -1,11 +1,20 @@
 //! One streamed JSON chunk, read with borrowed strings and only the fields that
-//! matter (the first choice's text, the usage block, an error), so a chunk costs a
-//! single pass of the JSON parser and no allocation in the common case.
+//! matter (the first choice's output, the usage block, an error, the server's own
+//! timings), so a chunk costs a single pass of the JSON parser and no allocation in the
+//! common case.
+//!
+//! Which chunks are token events is vLLM 0.33's definition (`endpoint_request_func.py`):
+//! for completions any chunk with non-empty `choices`; for chat, a first choice whose
+//! delta carries output (`_choice_has_streamed_output`): non-empty `content`,
+//! `reasoning`, `tool_calls` or `function_call`, or `content == ""` without a `role`.
+//! So vLLM's opening role chunk (`{"role":"assistant","content":""}`) and `{}` deltas
+//! are not tokens, `reasoning_content` is not one, and `reasoning` is one whose text is
+//! not part of the generated text.
 
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 #[derive(Debug, Default, Deserialize)]
@@ -16,6 +25,9 @@ pub struct Chunk<'a> {
     pub usage: Option<Usage>,
     #[serde(default)]
     pub error: Option<IgnoredAny>,
+    /// vLLM's per-request timings (`metrics.queue_time_ms`, …), when it sends them.
+    #[serde(default)]
+    pub metrics: Option<ServerTimes>,
 }
 
 /// `choices`: whether it was non-empty, and its first element.
@@ -39,7 +51,20 @@ pub struct Choice<'a> {
 pub struct Delta<'a> {
     #[serde(borrow, default)]
     pub content: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub role: Truthy,
+    #[serde(default)]
+    pub reasoning: Truthy,
+    #[serde(default)]
+    pub tool_calls: Truthy,
+    #[serde(default)]
+    pub function_call: Truthy,
 }
+
+/// Whether a JSON value is "truthy" as Python sees it (present, not null, not an empty
+/// string, list or object, not false or 0), read without keeping the value.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Truthy(pub bool);
 
 #[derive(Debug, Default, Clone, Copy, Deserialize)]
 pub struct Usage {
@@ -57,12 +82,91 @@ pub struct PromptDetails {
     pub cached_tokens: Option<u64>,
 }
 
-impl<'a> Choice<'a> {
-    /// The generated text of this choice, whichever API produced it.
-    pub fn text(&self) -> Option<&str> {
-        self.text
-            .as_deref()
-            .or_else(|| self.delta.as_ref().and_then(|d| d.content.as_deref()))
+/// The server's own view of the request, in milliseconds.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+pub struct ServerTimes {
+    #[serde(default)]
+    pub queue_time_ms: Option<f64>,
+    #[serde(default)]
+    pub time_to_first_token_ms: Option<f64>,
+}
+
+/// Which API's rules decide what a token event is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Completions,
+    Chat,
+}
+
+impl Chunk<'_> {
+    /// Whether this chunk is a token event (see the module docs), and the text it adds
+    /// to the generated text.
+    pub fn token(&self, api: Api) -> Option<&str> {
+        let first = self.choices.first.as_ref();
+        match api {
+            Api::Completions => self
+                .choices
+                .present
+                .then(|| first.and_then(|c| c.text.as_deref()).unwrap_or("")),
+            Api::Chat => {
+                let d = first?.delta.as_ref()?;
+                let content = d.content.as_deref();
+                let output = content.is_some_and(|c| !c.is_empty())
+                    || d.reasoning.0
+                    || d.tool_calls.0
+                    || d.function_call.0
+                    || (content == Some("") && !d.role.0);
+                output.then(|| content.unwrap_or(""))
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Truthy {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Truthy;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Truthy, E> {
+                Ok(Truthy(false))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Truthy, E> {
+                Ok(Truthy(false))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Truthy, E> {
+                Ok(Truthy(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Truthy, E> {
+                Ok(Truthy(v != 0))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Truthy, E> {
+                Ok(Truthy(v != 0))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Truthy, E> {
+                Ok(Truthy(v != 0.0))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Truthy, E> {
+                Ok(Truthy(!v.is_empty()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Truthy, A::Error> {
+                let mut any = false;
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    any = true;
+                }
+                Ok(Truthy(any))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Truthy, A::Error> {
+                let mut any = false;
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
+                    any = true;
+                }
+                Ok(Truthy(any))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -99,6 +203,13 @@ pub fn parse(data: &[u8]) -> Result<Chunk<'_>, serde_json::Error> {
 mod tests {
     use super::*;
 
+    fn token(api: Api, json: &str) -> Option<String> {
+        parse(json.as_bytes())
+            .unwrap()
+            .token(api)
+            .map(str::to_string)
+    }
+
     #[test]
     fn reads_completions_chat_usage_and_errors() {
         let c = parse(
@@ -106,13 +217,11 @@ mod tests {
         )
         .unwrap();
         assert!(c.choices.present);
-        assert_eq!(c.choices.first.unwrap().text(), Some(" hi"));
-        let c = parse(br#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#).unwrap();
-        assert_eq!(c.choices.first.unwrap().text(), Some(""));
+        assert_eq!(c.token(Api::Completions), Some(" hi"));
         let c = parse(br#"{"choices":[{"delta":{"content":"a\"b"}}]}"#).unwrap();
-        assert_eq!(c.choices.first.unwrap().text(), Some("a\"b"));
-        let c = parse(br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":4}}}"#).unwrap();
-        assert!(!c.choices.present);
+        assert_eq!(c.token(Api::Chat), Some("a\"b"));
+        let c = parse(br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":4}},"metrics":{"queue_time_ms":12.5,"time_to_first_token_ms":40}}"#).unwrap();
+        assert!(!c.choices.present && c.token(Api::Completions).is_none());
         let u = c.usage.unwrap();
         assert_eq!(
             (
@@ -122,10 +231,57 @@ mod tests {
             ),
             (Some(5), Some(7), Some(4))
         );
+        let m = c.metrics.unwrap();
+        assert_eq!(
+            (m.queue_time_ms, m.time_to_first_token_ms),
+            (Some(12.5), Some(40.0))
+        );
         let c = parse(br#"{"error":{"message":"boom","code":500}}"#).unwrap();
         assert!(c.error.is_some() && !c.choices.present);
         let c = parse(br#"{"choices":null,"usage":null}"#).unwrap();
         assert!(!c.choices.present && c.usage.is_none());
         assert!(parse(b"{not json").is_err());
+    }
+
+    #[test]
+    fn token_events_follow_vllm() {
+        // Completions: any non-empty choices, even with empty or null text.
+        assert_eq!(
+            token(Api::Completions, r#"{"choices":[{"text":""}]}"#),
+            Some("".into())
+        );
+        assert_eq!(
+            token(Api::Completions, r#"{"choices":[{"text":null}]}"#),
+            Some("".into())
+        );
+        // Chat: the role chunk and empty deltas are not tokens.
+        for none in [
+            r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"delta":{}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
+            r#"{"choices":[]}"#,
+        ] {
+            assert_eq!(token(Api::Chat, none), None, "{none}");
+        }
+        for (json, text) in [
+            (r#"{"choices":[{"delta":{"content":""}}]}"#, ""),
+            (r#"{"choices":[{"delta":{"content":"x"}}]}"#, "x"),
+            (
+                r#"{"choices":[{"delta":{"role":"assistant","content":"x"}}]}"#,
+                "x",
+            ),
+            (r#"{"choices":[{"delta":{"reasoning":"Let"}}]}"#, ""),
+            (
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}"#,
+                "",
+            ),
+            (
+                r#"{"choices":[{"delta":{"function_call":{"name":"f"}}}]}"#,
+                "",
+            ),
+        ] {
+            assert_eq!(token(Api::Chat, json), Some(text.into()), "{json}");
+        }
     }
 }

@@ -9,10 +9,13 @@
 //! its bytes (`rx_time`). reqwest still serves HTTPS and every side request.
 //!
 //! Scope: `POST` with a body, keep-alive connections in a per-target pool, responses
-//! framed by `Transfer-Encoding: chunked`, `Content-Length` or connection close. A
-//! pooled connection the server has closed meanwhile is retried once on a new one, as
-//! hyper's pool does. Connections go straight to the server (no HTTP proxy): benchmark
-//! traffic should measure the server, not a proxy in between.
+//! framed by `Transfer-Encoding: chunked`, `Content-Length` or connection close.
+//! A pooled connection is checked before it is reused (a peek that sees the server's
+//! FIN); a dead one is dropped and a new connection opened, inside the measured
+//! request as vLLM's client would. Once a request's bytes are written it is never sent
+//! again: a POST the server may have read is not retried. Connections go straight to
+//! the server (no HTTP proxy): benchmark traffic should measure the server, not a proxy
+//! in between.
 
 use std::io;
 use std::net::SocketAddr;
@@ -81,11 +84,13 @@ pub fn parse_http_url(url: &str) -> Option<HttpUrl> {
     })
 }
 
-/// When a request went out: just before its bytes were written, and when the write
-/// returned (on loopback, when the server's socket had them).
+/// When a request went out: its start (before a connection is taken or opened, where
+/// vLLM's clock starts), how long opening a connection took inside it, if it had to,
+/// and when the write returned (on loopback, when the server's socket had the bytes).
 #[derive(Debug, Clone, Copy)]
 pub struct SendTimes {
     pub sent: Instant,
+    pub connect: Option<Duration>,
     pub written: Option<Instant>,
 }
 
@@ -157,17 +162,29 @@ impl Pool {
         connect(self.resolve().await?, self.connect_timeout).await
     }
 
+    /// An idle connection that is still open (the server may have closed some while
+    /// they waited; those are dropped).
     fn take_idle(&self) -> Option<TcpStream> {
-        self.idle.lock().expect("pool lock").pop()
+        loop {
+            let s = self.idle.lock().expect("pool lock").pop()?;
+            if still_open(&s) {
+                return Some(s);
+            }
+        }
+    }
+
+    /// Idle connections in the pool now.
+    pub fn idle_count(&self) -> usize {
+        self.idle.lock().expect("pool lock").len()
     }
 
     fn put_idle(&self, s: TcpStream) {
         self.idle.lock().expect("pool lock").push(s);
     }
 
-    /// Sends `POST path` and reads the response head. `times` gets the moment before the
-    /// request's bytes go out and the moment the write returned (both again when a stale
-    /// pooled connection forces a retry, so the clock starts at the attempt that counts).
+    /// Sends `POST path` and reads the response head. The caller has set `times.sent`
+    /// (the request's start); `times` gets the connect time when a connection had to be
+    /// opened, and the moment the write returned.
     pub async fn post(
         &self,
         path: &str,
@@ -177,23 +194,22 @@ impl Pool {
         times: &mut SendTimes,
     ) -> Result<Response<'_>, H1Error> {
         let request = self.encode(path, headers, request_id, body);
-        // A pooled connection may have been closed by the server while idle; that shows
-        // as a failed write or an EOF before any answer. Retry once on a new connection.
-        if let Some(stream) = self.take_idle() {
-            times.sent = Instant::now();
-            match self.exchange(stream, &request, times).await {
-                Ok(r) => return Ok(r),
-                Err(Attempt::Stale) => {}
-                Err(Attempt::Failed(e)) => return Err(e),
+        let (stream, reused) = match self.take_idle() {
+            Some(s) => (s, true),
+            None => {
+                let t = Instant::now();
+                let s = self.connect().await?;
+                times.connect = Some(t.elapsed());
+                (s, false)
             }
-        }
-        let stream = self.connect().await?;
-        times.sent = Instant::now();
+        };
         match self.exchange(stream, &request, times).await {
             Ok(r) => Ok(r),
-            Err(Attempt::Stale) => Err(H1Error::Connection(
-                "the server closed the connection without answering".into(),
-            )),
+            Err(Attempt::Stale) => Err(H1Error::Connection(if reused {
+                "the server closed a kept-alive connection without answering (the request is not sent again: the server may have read it)".into()
+            } else {
+                "the server closed the connection without answering".into()
+            })),
             Err(Attempt::Failed(e)) => Err(e),
         }
     }
@@ -307,9 +323,15 @@ impl Pool {
             }
             let (framing, keep_alive) = framing_of(status, head.version == Some(1), head.headers)
                 .map_err(|m| Attempt::Failed(H1Error::Protocol(m)))?;
+            let content_type = head
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-type"))
+                .map(|h| String::from_utf8_lossy(h.value).into_owned());
             buf.drain(..used);
             return Ok(Response {
                 status,
+                content_type,
                 pool: self,
                 stream: Some(stream),
                 keep_alive,
@@ -354,6 +376,32 @@ enum Attempt {
 
 const READ_SIZE: usize = 16 * 1024;
 const MAX_HEAD: usize = 64 * 1024;
+
+/// Whether an idle connection is still open: a non-blocking peek that finds nothing to
+/// read. The server's FIN (a read of 0), an error, or stray bytes mean it is not
+/// reusable. Checking before the write is what makes a resend unnecessary.
+fn still_open(stream: &TcpStream) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let mut b = [0u8; 1];
+        // SAFETY: a valid socket and a one-byte buffer.
+        let n = unsafe {
+            libc::recv(
+                stream.as_raw_fd(),
+                b.as_mut_ptr().cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = stream;
+        true
+    }
+}
 
 fn is_stale(e: &io::Error) -> bool {
     matches!(
@@ -459,6 +507,7 @@ fn framing_of(
 /// A response whose body is read as it arrives.
 pub struct Response<'p> {
     pub status: u16,
+    pub content_type: Option<String>,
     pool: &'p Pool,
     stream: Option<TcpStream>,
     keep_alive: bool,

@@ -1,20 +1,76 @@
-//! Sends one request and measures it the way vLLM's request functions do (reference
-//! §2.1): `sent` just before the request goes out; a chunk's time when its bytes
-//! arrive (plain http: the kernel's receive stamp, see `rx_time`; HTTPS: when reqwest
-//! hands them over); TTFT at the first SSE message with non-empty `choices`; one ITL
-//! sample per later such message; E2EL at the last token-bearing message. Failures
-//! become data.
+//! Sends one request and measures it the way vLLM 0.33's request functions do
+//! (`endpoint_request_func.py`; pinned by `tests/fixtures/vllm-golden/streams`):
+//!
+//! - the clock starts before a connection is taken or opened (vLLM's `st`), so a
+//!   connect inside a request counts in its TTFT and E2EL;
+//! - a chunk's time is when its bytes arrived (plain http: the kernel's receive stamp,
+//!   see `rx_time`; HTTPS: when reqwest hands them over);
+//! - TTFT at the first token event, one ITL sample per later one, E2EL at the last
+//!   (which chunks are token events: [`chunk`]); `usage` is read from chunks that are
+//!   not token events; success needs a token event, `[DONE]` is not required;
+//! - only HTTP 200 succeeds; a failure keeps its TTFT and ITL samples but reports
+//!   latency 0 and no text, as vLLM's outputs do.
+//!
+//! Where benchplan parses differently on purpose (the SSE spec rather than vLLM's
+//! `\n\n` splitting; a mid-stream error event fails the request), `results::deviations`
+//! says so in every result. Every buffer is bounded ([`Limits`]) and every wait has a
+//! deadline: a misbehaving server ends as a counted error, never a hang.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderMap;
 
-use super::chunk;
+use super::backend::{RequestInput, build_body};
+use super::chunk::{self, Api};
 use super::h1;
-use super::sse::SseParser;
+use super::sse::{SseEvent, SseParser};
 use crate::metrics::sample::{RequestError, Sample};
-use crate::plan::Backend;
+use crate::plan::{Backend, CaseParams};
+
+/// How much a response may hold and how long it may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest SSE line or event (bytes); past it the request fails as
+    /// `oversized_response`.
+    pub max_event_bytes: usize,
+    /// The largest non-streamed body (a pooling answer), in bytes.
+    pub max_body_bytes: usize,
+    /// A stream that delivers no byte for this long fails as `idle_timeout`.
+    pub idle: Duration,
+    /// A request that has no complete answer after this long fails as `timeout`.
+    pub total: Duration,
+}
+
+/// Error bodies are read up to this much for their message; the rest is not needed.
+const ERROR_BODY_BYTES: usize = 64 * 1024;
+/// Error messages keep this many characters.
+const MESSAGE_CHARS: usize = 500;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_event_bytes: 16 << 20,
+            max_body_bytes: 256 << 20,
+            idle: Duration::from_secs(300),
+            // vLLM's aiohttp session: ClientTimeout(total=6 h).
+            total: Duration::from_secs(6 * 3600),
+        }
+    }
+}
+
+impl Limits {
+    /// The case's limits: its settings where given, the defaults elsewhere.
+    pub fn of(p: &CaseParams) -> Limits {
+        let d = Limits::default();
+        Limits {
+            max_event_bytes: p.max_event_bytes.map_or(d.max_event_bytes, |b| b as usize),
+            max_body_bytes: p.max_body_bytes.map_or(d.max_body_bytes, |b| b as usize),
+            idle: p.stream_idle_timeout.map_or(d.idle, |t| t.0),
+            total: p.request_timeout.map_or(d.total, |t| t.0),
+        }
+    }
+}
 
 /// Where requests go and how.
 #[derive(Debug, Clone)]
@@ -32,7 +88,7 @@ pub struct Target {
     /// Plain-http targets: the native HTTP/1.1 client's endpoint (see `h1`); None sends
     /// through reqwest (HTTPS, or when chosen).
     pub native: Option<Arc<h1::Endpoint>>,
-    pub timeout: Option<Duration>,
+    pub limits: Limits,
 }
 
 impl Target {
@@ -45,7 +101,7 @@ impl Target {
         model: String,
         headers: HeaderMap,
         client: reqwest::Client,
-        timeout: Option<Duration>,
+        limits: Limits,
     ) -> Target {
         Target {
             native: h1::Endpoint::for_url(&url).map(Arc::new),
@@ -55,27 +111,38 @@ impl Target {
             model,
             headers,
             client,
-            timeout,
+            limits,
         }
     }
 }
 
-/// What one request measured (the sample the metrics see) and when it went out.sample.
+/// What one request measured (the sample the metrics see) and when it went out.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
     pub sample: Sample,
-    /// When the request went out (after any client-side queueing).
+    /// When the request started: after any client-side queueing, before a connection
+    /// was taken or opened (vLLM's `start_time`).
     pub sent: Option<Instant>,
+    /// How long opening a connection took inside the request, when it had to (native
+    /// client only; reqwest does not say).
+    pub connect: Option<Duration>,
     /// When writing the request finished (native client only): `written - sent` is the
     /// client's own share of the request's way to the server.
     pub written: Option<Instant>,
+}
+
+/// `s` cut to at most `n` characters, at a character boundary.
+pub fn truncate_chars(s: &mut String, n: usize) {
+    if let Some((i, _)) = s.char_indices().nth(n) {
+        s.truncate(i);
+    }
 }
 
 fn fail(o: &mut Sample, kind: &str, message: impl Into<String>) {
     o.success = false;
     if o.error.is_none() {
         let mut message: String = message.into();
-        message.truncate(500);
+        truncate_chars(&mut message, MESSAGE_CHARS);
         o.error = Some(RequestError {
             kind: kind.to_string(),
             message,
@@ -105,6 +172,21 @@ fn classify(e: &reqwest::Error) -> &'static str {
     }
 }
 
+/// Builds the body of `input` for the target's backend and sends it; the sample also
+/// says how many inputs the request carried (vLLM's `num_input_sequences`).
+pub async fn send_input(
+    target: &Target,
+    params: &CaseParams,
+    input: &RequestInput,
+    request_id: Option<&str>,
+    extra: Option<HeaderMap>,
+) -> Outcome {
+    let body = build_body(target.backend, &target.model, input, params);
+    let mut o = send_with(target, body, request_id, extra).await;
+    o.sample.input_sequences = input.input_sequences();
+    o
+}
+
 /// Sends one request. `x-request-id` is set when given.
 pub async fn send(target: &Target, body: Vec<u8>, request_id: Option<&str>) -> Outcome {
     send_with(target, body, request_id, None).await
@@ -117,20 +199,28 @@ pub async fn send_with(
     request_id: Option<&str>,
     extra: Option<HeaderMap>,
 ) -> Outcome {
-    let mut out = Outcome::default();
+    let mut out = Outcome {
+        sample: Sample {
+            input_sequences: 1,
+            ..Sample::default()
+        },
+        ..Outcome::default()
+    };
+    let total = target.limits.total;
     let fut = send_inner(target, body, request_id, extra, &mut out);
-    match target.timeout {
-        Some(t) => {
-            if tokio::time::timeout(t, fut).await.is_err() {
-                out.sample.success = false;
-                fail(
-                    &mut out.sample,
-                    "timeout",
-                    format!("no complete answer within {:.1} s", t.as_secs_f64()),
-                );
-            }
-        }
-        None => fut.await,
+    if tokio::time::timeout(total, fut).await.is_err() {
+        fail(
+            &mut out.sample,
+            "timeout",
+            format!(
+                "no complete answer within the request timeout of {:.1} s",
+                total.as_secs_f64()
+            ),
+        );
+    }
+    if !out.sample.success {
+        // vLLM's failed outputs keep no text (TTFT and ITL as measured).
+        out.sample.text.clear();
     }
     out
 }
@@ -149,6 +239,16 @@ impl Body<'_> {
         }
     }
 
+    fn content_type(&self) -> Option<String> {
+        match self {
+            Body::Reqwest(r, _) => r
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
+            Body::Native(r) => r.content_type.clone(),
+        }
+    }
+
     /// The next bytes of the body and when they arrived; None at its end.
     async fn next(&mut self) -> Result<Option<(&[u8], Instant)>, String> {
         match self {
@@ -164,12 +264,28 @@ impl Body<'_> {
         }
     }
 
-    async fn all(mut self) -> Result<Vec<u8>, String> {
+    /// The whole body, up to `max` bytes; `Ok(Err(read))` when it is larger.
+    async fn all(mut self, max: usize) -> Result<Result<Vec<u8>, usize>, String> {
         let mut all = Vec::new();
         while let Some((b, _)) = self.next().await? {
+            if all.len() + b.len() > max {
+                return Ok(Err(all.len() + b.len()));
+            }
             all.extend_from_slice(b);
         }
-        Ok(all)
+        Ok(Ok(all))
+    }
+
+    /// The start of the body (at most `max` bytes), for an error message.
+    async fn head_of_body(mut self, max: usize) -> Vec<u8> {
+        let mut all = Vec::new();
+        while let Ok(Some((b, _))) = self.next().await {
+            all.extend_from_slice(&b[..b.len().min(max - all.len())]);
+            if all.len() >= max {
+                break;
+            }
+        }
+        all
     }
 }
 
@@ -215,11 +331,17 @@ async fn open<'a>(
     if let Some(id) = request_id {
         req = req.header("x-request-id", id);
     }
-    times.sent = Instant::now();
     match req.send().await {
         Ok(r) => Ok(Body::Reqwest(r, bytes::Bytes::new())),
         Err(e) => Err((classify(&e), e.to_string())),
     }
+}
+
+/// A short, printable excerpt of body bytes.
+fn excerpt(b: &[u8]) -> String {
+    let mut s = String::from_utf8_lossy(b).into_owned();
+    truncate_chars(&mut s, 200);
+    s
 }
 
 async fn send_inner(
@@ -229,147 +351,266 @@ async fn send_inner(
     extra: Option<HeaderMap>,
     out: &mut Outcome,
 ) {
+    // vLLM's clock starts here, before a connection is taken or opened.
     let mut times = h1::SendTimes {
         sent: Instant::now(),
+        connect: None,
         written: None,
     };
-    out.sent = Some(times.sent); // kept if a timeout cuts the attempt short
-    let opened = open(target, body, request_id, extra, &mut times).await;
     let sent = times.sent;
     out.sent = Some(sent);
+    if target.backend.is_pooling() {
+        // vLLM counts a pooling request's input from its usage only: 0 without one.
+        out.sample.usage_prompt = Some(0);
+    }
+    let opened = open(target, body, request_id, extra, &mut times).await;
+    out.connect = times.connect;
     out.written = times.written;
-    let mut resp = match opened {
+    let resp = match opened {
         Ok(r) => r,
         Err((kind, msg)) => return fail(&mut out.sample, kind, msg),
     };
     let status = resp.status();
-    if !(200..300).contains(&status) {
-        let text = resp
-            .all()
-            .await
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
+    if status != 200 {
+        // vLLM keeps only the reason phrase; the body's message says more. The body is
+        // read only as far as a message needs.
+        let text = String::from_utf8_lossy(&resp.head_of_body(ERROR_BODY_BYTES).await).into_owned();
         let msg = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
             .and_then(|v| {
                 v.pointer("/error/message")
+                    .or_else(|| v.pointer("/message"))
                     .and_then(|m| m.as_str())
                     .map(str::to_string)
             })
             .unwrap_or(text);
+        let hint = if status == 401 || status == 403 {
+            " (check that the service's API key variable, api_key_env or OPENAI_API_KEY, holds the right key)"
+        } else {
+            ""
+        };
         return fail(
             &mut out.sample,
             &format!("http_{status}"),
-            format!("HTTP {status}: {msg}"),
+            format!("HTTP {status}{hint}: {msg}"),
         );
     }
     if target.backend.is_pooling() {
-        return match resp.all().await {
-            Ok(bytes) => {
-                let t = sent.elapsed().as_secs_f64();
-                out.sample.ttft = t;
-                out.sample.latency = t;
-                let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-                out.sample.usage_prompt = v
-                    .pointer("/usage/prompt_tokens")
-                    .or_else(|| v.pointer("/usage/total_tokens"))
-                    .and_then(|x| x.as_u64());
-                out.sample.success = true;
-            }
-            Err(e) => fail(&mut out.sample, "stream_broken", e),
-        };
+        return read_pooling(resp, sent, target.limits, &mut out.sample).await;
     }
+    let api = match target.backend {
+        Backend::OpenaiChat => Api::Chat,
+        _ => Api::Completions,
+    };
+    read_stream(resp, sent, api, target.limits, &mut out.sample).await;
+}
 
-    let mut parser = SseParser::new();
-    let mut last = sent;
-    let mut first = true;
-    let mut failure: Option<(&'static str, String)> = None;
-    loop {
-        // A chunk's time is when its bytes arrived (the kernel's stamp on the native path).
-        let (bytes, now) = match resp.next().await {
-            Ok(Some(b)) => b,
-            Ok(None) => break,
+/// A pooling answer (vLLM's `_run_pooling_request`): TTFT = latency = the whole body
+/// read; input tokens from `usage.prompt_tokens` (0 without); a body that is not a
+/// JSON object fails the request.
+async fn read_pooling(resp: Body<'_>, sent: Instant, limits: Limits, out: &mut Sample) {
+    let bytes = match resp.all(limits.max_body_bytes).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(n)) => {
+            return fail(
+                out,
+                "oversized_response",
+                format!(
+                    "the answer is larger than max_body_bytes ({} bytes; {n} read)",
+                    limits.max_body_bytes
+                ),
+            );
+        }
+        Err(e) => return fail(out, "stream_broken", e),
+    };
+    let t = sent.elapsed().as_secs_f64();
+    out.ttft = t;
+    out.latency = t;
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(v) if v.is_object() => {
+            out.usage_prompt = Some(
+                v.pointer("/usage/prompt_tokens")
+                    .and_then(|x| x.as_u64())
+                    .unwrap_or(0),
+            );
+            out.success = true;
+        }
+        Ok(_) => fail(
+            out,
+            "invalid_response",
+            format!("the answer is JSON but not an object: {}", excerpt(&bytes)),
+        ),
+        Err(e) => fail(
+            out,
+            "invalid_response",
+            format!("the answer is not JSON ({e}): {}", excerpt(&bytes)),
+        ),
+    }
+}
+
+/// The state of a streamed answer while its events are read.
+struct Stream<'a> {
+    api: Api,
+    sent: Instant,
+    /// The latest token event's time.
+    last: Instant,
+    first: bool,
+    out: &'a mut Sample,
+    failure: Option<(&'static str, String)>,
+}
+
+impl Stream<'_> {
+    /// One SSE event, arrived at `now`.
+    fn event(&mut self, ev: SseEvent<'_>, now: Instant) {
+        if self.failure.is_some() {
+            return;
+        }
+        if ev.data == b"[DONE]" {
+            self.out.done = true;
+            return;
+        }
+        if ev.event == Some(b"error") {
+            self.failure = Some(("stream_error", excerpt(ev.data)));
+            return;
+        }
+        let c = match chunk::parse(ev.data) {
+            Ok(c) => c,
             Err(e) => {
-                failure = Some((
-                    "stream_broken",
-                    format!("the stream broke after {} chunks: {e}", out.sample.chunks),
+                self.failure = Some((
+                    "invalid_chunk",
+                    format!("unparsable chunk ({e}): {}", excerpt(ev.data)),
+                ));
+                return;
+            }
+        };
+        if let Some(m) = c.metrics {
+            if let Some(q) = m.queue_time_ms {
+                self.out.server_queue_time = Some(q / 1e3);
+            }
+            if let Some(t) = m.time_to_first_token_ms {
+                self.out.server_ttft = Some(t / 1e3);
+            }
+        }
+        if let Some(text) = c.token(self.api) {
+            if self.first {
+                self.out.ttft = (now - self.sent).as_secs_f64();
+                self.first = false;
+            } else {
+                self.out.itl.push((now - self.last).as_secs_f64());
+            }
+            self.last = now;
+            self.out.chunks += 1;
+            self.out.text.push_str(text);
+        } else if let Some(u) = c.usage {
+            self.out.usage_completion = u.completion_tokens.or(self.out.usage_completion);
+            self.out.usage_prompt = u.prompt_tokens.or(self.out.usage_prompt);
+            self.out.cached_tokens = u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .or(self.out.cached_tokens);
+        } else if c.error.is_some() && !c.choices.present {
+            self.failure = Some(("stream_error", excerpt(ev.data)));
+        }
+    }
+}
+
+async fn read_stream(
+    mut resp: Body<'_>,
+    sent: Instant,
+    api: Api,
+    limits: Limits,
+    out: &mut Sample,
+) {
+    let content_type = resp.content_type();
+    let mut parser = SseParser::with_limit(limits.max_event_bytes);
+    let mut st = Stream {
+        api,
+        sent,
+        last: sent,
+        first: true,
+        out,
+        failure: None,
+    };
+    // The first bytes of the body, kept for the message when no event arrives.
+    let mut start = Vec::new();
+    let mut last_arrival = sent;
+    let mut ended = false;
+    while st.failure.is_none() {
+        let next = match tokio::time::timeout(limits.idle, resp.next()).await {
+            Ok(n) => n,
+            Err(_) => {
+                st.failure = Some((
+                    "idle_timeout",
+                    format!(
+                        "no byte for {:.1} s (stream_idle_timeout) after {} token events",
+                        limits.idle.as_secs_f64(),
+                        st.out.chunks
+                    ),
                 ));
                 break;
             }
         };
-        parser.feed(bytes, &mut |ev| {
-            if failure.is_some() {
-                return;
+        // A chunk's time is when its bytes arrived (the kernel's stamp on the native path).
+        let (bytes, now) = match next {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                ended = true;
+                break;
             }
-            if ev.data == b"[DONE]" {
-                out.sample.done = true;
-                return;
-            }
-            if ev.event == Some(b"error") {
-                failure = Some((
-                    "stream_error",
-                    String::from_utf8_lossy(ev.data).into_owned(),
+            Err(e) => {
+                st.failure = Some((
+                    "stream_broken",
+                    format!("the stream broke after {} token events: {e}", st.out.chunks),
                 ));
-                return;
+                break;
             }
-            let c = match chunk::parse(ev.data) {
-                Ok(c) => c,
-                Err(e) => {
-                    failure = Some((
-                        "invalid_chunk",
-                        format!(
-                            "unparsable chunk ({e}): {}",
-                            String::from_utf8_lossy(&ev.data[..ev.data.len().min(200)])
-                        ),
-                    ));
-                    return;
-                }
-            };
-            if c.choices.present {
-                if first {
-                    out.sample.ttft = (now - sent).as_secs_f64();
-                    first = false;
-                } else {
-                    out.sample.itl.push((now - last).as_secs_f64());
-                }
-                last = now;
-                out.sample.chunks += 1;
-                if let Some(t) = c.choices.first.as_ref().and_then(|ch| ch.text()) {
-                    out.sample.text.push_str(t);
-                }
-            } else if let Some(u) = c.usage {
-                out.sample.usage_completion = u.completion_tokens.or(out.sample.usage_completion);
-                out.sample.usage_prompt = u.prompt_tokens.or(out.sample.usage_prompt);
-                out.sample.cached_tokens = u
-                    .prompt_tokens_details
-                    .and_then(|d| d.cached_tokens)
-                    .or(out.sample.cached_tokens);
-            } else if c.error.is_some() {
-                failure = Some((
-                    "stream_error",
-                    String::from_utf8_lossy(&ev.data[..ev.data.len().min(300)]).into_owned(),
-                ));
-            }
-        });
-        if failure.is_some() {
-            break;
+        };
+        last_arrival = now;
+        if start.len() < 200 {
+            start.extend_from_slice(&bytes[..bytes.len().min(200 - start.len())]);
+        }
+        if let Err(e) = parser.feed(bytes, &mut |ev| st.event(ev, now)) {
+            st.failure = Some(("oversized_response", e.to_string()));
         }
     }
-    if failure.is_none() {
-        parser.finish(&mut |ev| {
-            if ev.data == b"[DONE]" {
-                out.sample.done = true;
-            }
-        });
+    // A last event without a blank line before the end counts (vLLM processes it too).
+    if ended && let Err(e) = parser.finish(&mut |ev| st.event(ev, last_arrival)) {
+        st.failure = Some(("oversized_response", e.to_string()));
     }
-    out.sample.latency = (last - sent).as_secs_f64();
+    let (first, last, failure) = (st.first, st.last, st.failure);
     match failure {
-        Some((kind, msg)) => fail(&mut out.sample, kind, msg),
+        Some((kind, msg)) => fail(out, kind, msg),
         None if first => fail(
-            &mut out.sample,
+            out,
             "no_tokens",
-            "the stream ended without a chunk carrying choices",
+            format!(
+                "the answer carried no token event (content-type {}; it began {:?})",
+                content_type.as_deref().unwrap_or("none"),
+                excerpt(&start)
+            ),
         ),
-        None => out.sample.success = true,
+        None => {
+            // E2EL is set only on success: vLLM's failed streams report latency 0.
+            out.latency = (last - sent).as_secs_f64();
+            out.success = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_cut_at_character_boundaries() {
+        let mut s = "错误".repeat(400);
+        truncate_chars(&mut s, 500);
+        assert_eq!(s.chars().count(), 500);
+        let mut short = "ok".to_string();
+        truncate_chars(&mut short, 500);
+        assert_eq!(short, "ok");
+        let mut o = Sample::default();
+        fail(&mut o, "http_500", "服务器内部错误".repeat(100));
+        assert_eq!(o.error.unwrap().message.chars().count(), 500);
     }
 }

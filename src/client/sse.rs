@@ -3,7 +3,9 @@
 //! names, and events split across reads or packed several to a read.
 //!
 //! The parser copies only the partial line that straddles two reads; complete
-//! events are handed to the caller as a borrowed slice.
+//! events are handed to the caller as a borrowed slice. A line or an event larger
+//! than the parser's limit is an error, so a server that never sends a newline cannot
+//! grow its buffers without bound.
 
 /// One dispatched event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,8 +15,20 @@ pub struct SseEvent<'a> {
     pub data: &'a [u8],
 }
 
-#[derive(Debug, Default)]
+/// A line or event grew past the parser's limit (bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLarge(pub usize);
+
+impl std::fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "an SSE line or event exceeds {} bytes", self.0)
+    }
+}
+
+#[derive(Debug)]
 pub struct SseParser {
+    /// The largest line or event accepted, in bytes.
+    limit: usize,
     /// Bytes of an incomplete line carried over to the next read.
     pending: Vec<u8>,
     /// The data lines of the event being assembled.
@@ -25,13 +39,35 @@ pub struct SseParser {
     after_cr: bool,
 }
 
+impl Default for SseParser {
+    fn default() -> Self {
+        SseParser::with_limit(usize::MAX)
+    }
+}
+
 impl SseParser {
     pub fn new() -> SseParser {
         SseParser::default()
     }
 
+    /// A parser that refuses lines and events longer than `limit` bytes.
+    pub fn with_limit(limit: usize) -> SseParser {
+        SseParser {
+            limit,
+            pending: Vec::new(),
+            data: Vec::new(),
+            has_data: false,
+            event: Vec::new(),
+            after_cr: false,
+        }
+    }
+
     /// Feeds bytes as they arrive; calls `on_event` for every complete event.
-    pub fn feed(&mut self, mut bytes: &[u8], on_event: &mut impl FnMut(SseEvent<'_>)) {
+    pub fn feed(
+        &mut self,
+        mut bytes: &[u8],
+        on_event: &mut impl FnMut(SseEvent<'_>),
+    ) -> Result<(), TooLarge> {
         if self.after_cr {
             if let Some(rest) = bytes.strip_prefix(b"\n") {
                 bytes = rest;
@@ -46,10 +82,13 @@ impl SseParser {
         {
             let end = start + i;
             if pending.is_empty() {
-                self.line(&bytes[start..end], on_event);
+                self.line(&bytes[start..end], on_event)?;
             } else {
+                if pending.len() + (end - start) > self.limit {
+                    return Err(TooLarge(self.limit));
+                }
                 pending.extend_from_slice(&bytes[start..end]);
-                self.line(&pending, on_event);
+                self.line(&pending, on_event)?;
                 pending.clear();
             }
             let cr = bytes[end] == b'\r';
@@ -62,27 +101,39 @@ impl SseParser {
                 }
             }
         }
+        if pending.len() + (bytes.len() - start) > self.limit {
+            return Err(TooLarge(self.limit));
+        }
         pending.extend_from_slice(&bytes[start..]);
         self.pending = pending;
+        Ok(())
     }
 
     /// The stream ended: a last line without a newline counts, and an event with data
     /// but no blank line after it is still delivered (vLLM accepts such a final event).
-    pub fn finish(&mut self, on_event: &mut impl FnMut(SseEvent<'_>)) {
+    pub fn finish(&mut self, on_event: &mut impl FnMut(SseEvent<'_>)) -> Result<(), TooLarge> {
         if !self.pending.is_empty() {
             let line = std::mem::take(&mut self.pending);
-            self.line(&line, on_event);
+            self.line(&line, on_event)?;
         }
         self.dispatch(on_event);
+        Ok(())
     }
 
-    fn line(&mut self, line: &[u8], on_event: &mut impl FnMut(SseEvent<'_>)) {
+    fn line(
+        &mut self,
+        line: &[u8],
+        on_event: &mut impl FnMut(SseEvent<'_>),
+    ) -> Result<(), TooLarge> {
         if line.is_empty() {
             self.dispatch(on_event);
-            return;
+            return Ok(());
+        }
+        if line.len() > self.limit {
+            return Err(TooLarge(self.limit));
         }
         if line[0] == b':' {
-            return; // a comment or keep-alive
+            return Ok(()); // a comment or keep-alive
         }
         let (field, value) = match line.iter().position(|b| *b == b':') {
             Some(i) => {
@@ -93,6 +144,9 @@ impl SseParser {
         };
         match field {
             b"data" => {
+                if self.data.len() + value.len() + 1 > self.limit {
+                    return Err(TooLarge(self.limit));
+                }
                 if self.has_data {
                     self.data.push(b'\n');
                 }
@@ -105,6 +159,7 @@ impl SseParser {
             }
             _ => {} // id, retry and unknown fields do not matter here
         }
+        Ok(())
     }
 
     fn dispatch(&mut self, on_event: &mut impl FnMut(SseEvent<'_>)) {
@@ -135,9 +190,9 @@ mod tests {
             ))
         };
         for c in chunks {
-            p.feed(c, &mut push);
+            p.feed(c, &mut push).unwrap();
         }
-        p.finish(&mut push);
+        p.finish(&mut push).unwrap();
         out
     }
 
@@ -206,5 +261,25 @@ mod tests {
         );
         assert_eq!(data(&[b"data: x\n"]), vec!["x"]);
         assert!(data(&[b": only a comment\n\n"]).is_empty());
+    }
+
+    #[test]
+    fn lines_and_events_past_the_limit_are_refused() {
+        let mut p = SseParser::with_limit(16);
+        let mut n = 0;
+        let mut count = |_: SseEvent<'_>| n += 1;
+        // An endless line, fed in pieces, fails once it passes the limit.
+        assert!(p.feed(b"data: 0123456", &mut count).is_ok());
+        assert_eq!(p.feed(b"789abcdef", &mut count), Err(TooLarge(16)));
+        // An event of many short data lines is bounded too.
+        let mut p = SseParser::with_limit(16);
+        assert_eq!(
+            p.feed(b"data: 12345\ndata: 12345\ndata: 12345\n", &mut count),
+            Err(TooLarge(16))
+        );
+        // Within the limit, nothing changes.
+        let mut p = SseParser::with_limit(16);
+        assert!(p.feed(b"data: 0123456789\n\n", &mut count).is_ok());
+        assert_eq!(n, 1);
     }
 }

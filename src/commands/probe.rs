@@ -8,7 +8,7 @@ use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use crate::client::backend::{Prompt, RequestInput, build_body};
-use crate::client::request::{Target, send};
+use crate::client::request::{Limits, Target, send};
 use crate::exit::Exit;
 use crate::load::target::{Resolved, discover_model};
 use crate::plan::{Backend, CaseParams, Service};
@@ -175,7 +175,11 @@ pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure:
                 model.clone(),
                 HeaderMap::new(),
                 client.clone(),
-                Some(Duration::from_secs(60)),
+                Limits {
+                    total: Duration::from_secs(60),
+                    idle: Duration::from_secs(60),
+                    ..Limits::default()
+                },
             );
             let params = CaseParams {
                 backend: Some(b),

@@ -85,13 +85,14 @@ pub async fn run_case(
     let repeats = plan.execution.repeats.max(1);
     // Like vLLM's sweep: start each case with a cold prefix cache, so a case does not
     // measure the prompts of the one before. Best effort: not every server has the endpoint.
-    let _ = resolved
+    let reset = resolved
         .client
         .post(format!("{}/reset_prefix_cache", resolved.base_url))
         .headers(resolved.headers.clone())
         .timeout(std::time::Duration::from_secs(10))
         .send()
-        .await;
+        .await
+        .is_ok_and(|r| r.status().is_success());
     let mut results: Vec<Map<String, Value>> = Vec::new();
     for rep in 1..=repeats {
         let outcome = match plan.execution.timeout {
@@ -107,10 +108,10 @@ pub async fn run_case(
         let header = Header {
             date: timefmt::stamp_dash(SystemTime::now()),
             label: Some(case.id.clone()),
-            model_id: resolved.model.clone(),
+            model_id: resolved.model_root.clone(),
             tokenizer_id: Some(resolved.tokenizer_id.clone()),
         };
-        let mut extras = Map::new();
+        let mut extras = res.extras(&case.params, reset);
         extras.insert("case_id".into(), json!(case.id));
         extras.insert("service".into(), json!(case.service));
         extras.insert("repeat".into(), json!(rep));
@@ -122,8 +123,6 @@ pub async fn run_case(
             "slo_verdicts".into(),
             json!(verdicts(&res.summary, &planned.slos)),
         );
-        extras.insert("smoke".into(), json!(res.run.smoke));
-        extras.insert("interrupted".into(), json!(res.run.interrupted));
         let result = result_json(
             &header,
             &case.params,

@@ -9,10 +9,14 @@ use super::run::{CaseRun, RunOptions, run_case};
 use super::target::{Resolved, target};
 use crate::client::backend::{Prompt, RequestInput};
 use crate::dataset::conversations;
-use crate::metrics::summary::{Summary, summarize};
+use serde_json::{Map, Value, json};
+
+use crate::metrics::summary::{RpsChangeEvent, Summary, summarize};
 use crate::metrics::turns::{MultiTurnSummary, summarize_turns};
 use crate::plan::dataset::MultiTurnDataset;
 use crate::plan::{CaseParams, Dataset, Service};
+use crate::results::deviations::{self, Facts};
+use crate::tokenizer::TokenModel;
 
 /// A measured case.
 #[derive(Debug)]
@@ -23,6 +27,41 @@ pub struct CaseResult {
     pub run: CaseRun,
     /// The requests as built (lengths are reported); a multi-turn case's first turns.
     pub inputs: Arc<Vec<RequestInput>>,
+}
+
+/// The summary of a run: the metrics over its records, and what the run itself knows
+/// (connections opened before it, a ramp-up's rate changes).
+fn run_summary(run: &CaseRun, params: &CaseParams, tokens: Option<&TokenModel>) -> Summary {
+    let mut s = summarize(&run.records, run.duration, params, tokens);
+    s.connections.prewarmed = run.prewarmed as u64;
+    s.rps_change_events = run
+        .rps_change_events
+        .iter()
+        .map(|e| RpsChangeEvent {
+            rps: e.rps,
+            timestamp: crate::timefmt::iso_micros(e.at),
+        })
+        .collect();
+    s
+}
+
+impl CaseResult {
+    /// benchplan's facts about the run for the result's `benchplan` block: the smoke
+    /// request, warmups, interruption, and the deviations from vLLM that applied
+    /// (`prefix_cache_reset`: the caller reset the server's cache before the case).
+    pub fn extras(&self, params: &CaseParams, prefix_cache_reset: bool) -> Map<String, Value> {
+        let facts = Facts {
+            prewarmed: self.run.prewarmed,
+            smoke: self.run.smoke.is_some(),
+            prefix_cache_reset,
+        };
+        let mut m = Map::new();
+        m.insert("interrupted".into(), json!(self.run.interrupted));
+        m.insert("smoke".into(), json!(self.run.smoke));
+        m.insert("warmups_failed".into(), json!(self.run.warmups_failed));
+        m.insert("deviations".into(), deviations::json(params, &facts));
+        m
+    }
 }
 
 /// Runs one case against one resolved service.
@@ -45,7 +84,7 @@ pub async fn execute(
     let run = run_case(t, params.clone(), inputs.clone(), opts)
         .await
         .map_err(|e| e.to_string())?;
-    let summary = summarize(&run.records, run.duration, &params, Some(&resolved.tokens));
+    let summary = run_summary(&run, &params, Some(&resolved.tokens));
     Ok(CaseResult {
         summary,
         multi_turn: None,
@@ -94,7 +133,7 @@ async fn execute_conversations(
     .await
     .map_err(|e| e.to_string())?;
     let tokens = Some(&resolved.tokens);
-    let summary = summarize(&run.records, run.duration, &params, tokens);
+    let summary = run_summary(&run, &params, tokens);
     let multi_turn = Some(summarize_turns(
         &run.records,
         &run.planned_turns,

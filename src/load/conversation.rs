@@ -160,6 +160,7 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
             .sent
             .map_or_else(|| since_start(Instant::now()), since_start);
         let written = outcome.written.map(since_start);
+        let connect = outcome.connect.map(|d| d.as_secs_f64());
         // The boundary: from here on the request is a plain sample.
         let sample = outcome.sample;
         let ok = sample.success;
@@ -178,6 +179,7 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
             dispatched,
             start,
             written,
+            connect,
             prompt_len: input.prompt_len,
             expected_output_len: turn.output_len,
             sample,
@@ -230,15 +232,17 @@ pub async fn run_conversations(
     let in_flight = params
         .multi_turn_concurrency
         .map_or(n, |c| (c as usize).min(n));
-    if opts.prewarm_connections {
+    let prewarmed = if opts.prewarm_connections {
         prewarm(
             &target,
             params
                 .max_concurrency
                 .map_or(in_flight, |c| (c as usize).min(in_flight)),
         )
-        .await;
-    }
+        .await
+    } else {
+        0
+    };
     let offsets = schedule(&params, n);
     let mut first_index = Vec::with_capacity(n);
     let mut acc = 0;
@@ -294,6 +298,8 @@ pub async fn run_conversations(
     Ok(CaseRun {
         records,
         started: start,
+        prewarmed,
+        rps_change_events: Vec::new(),
         duration,
         smoke,
         warmups_failed,

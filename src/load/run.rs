@@ -8,13 +8,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::Semaphore;
 
-use super::schedule::{ScheduleSpec, arrival_offsets};
-use crate::client::backend::{RequestInput, build_body};
-use crate::client::request::{Target, send};
+use super::schedule::{ScheduleSpec, arrival_offsets, rate_at};
+use crate::client::backend::RequestInput;
+use crate::client::request::{Target, send_input};
 use crate::metrics::record::RequestRecord;
 use crate::metrics::sample::Sample;
 use crate::plan::CaseParams;
@@ -62,12 +62,23 @@ pub struct Smoke {
     pub error: Option<String>,
 }
 
+/// A whole request rate a ramp-up reached, and when (vLLM's `rps_change_events`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RpsChange {
+    pub rps: i64,
+    pub at: SystemTime,
+}
+
 /// What running a case produced.
 #[derive(Debug)]
 pub struct CaseRun {
     pub records: Vec<RequestRecord>,
     /// The moment the records' times count from.
     pub started: Instant,
+    /// Connections opened before the measured requests.
+    pub prewarmed: usize,
+    /// Ramp-up runs: each whole rate reached (empty otherwise).
+    pub rps_change_events: Vec<RpsChange>,
     /// Seconds from the first release to the last answer.
     pub duration: f64,
     pub smoke: Option<Smoke>,
@@ -90,13 +101,7 @@ pub enum RunError {
 }
 
 async fn one(target: &Target, params: &CaseParams, input: &RequestInput) -> Sample {
-    send(
-        target,
-        build_body(target.backend, &target.model, input, params),
-        None,
-    )
-    .await
-    .sample
+    send_input(target, params, input, None, None).await.sample
 }
 
 fn last_error(o: &Sample) -> String {
@@ -108,10 +113,14 @@ fn last_error(o: &Sample) -> String {
 
 /// The case's arrival offsets (seconds) for `n` arrivals.
 pub(crate) fn schedule(params: &CaseParams, n: usize) -> Vec<f64> {
-    arrival_offsets(&ScheduleSpec {
+    arrival_offsets(&schedule_spec(params, n))
+}
+
+fn schedule_spec(params: &CaseParams, n: usize) -> ScheduleSpec {
+    ScheduleSpec {
         num_requests: n,
         rate: params.request_rate.0,
-        burstiness: params.burstiness,
+        burstiness: params.burstiness.0,
         ramp: params.ramp_up_strategy.map(|s| {
             (
                 s,
@@ -120,7 +129,7 @@ pub(crate) fn schedule(params: &CaseParams, n: usize) -> Vec<f64> {
             )
         }),
         seed: params.seed,
-    })
+    }
 }
 
 /// Sleeps precisely until `deadline` (long gaps in slices, so a stop is noticed within
@@ -135,8 +144,11 @@ pub(crate) fn wait_unless_stopped(deadline: Instant, stop: &AtomicBool) -> bool 
     !stop.load(Ordering::Relaxed)
 }
 
-/// The unmeasured requests before a run: the ready check, the smoke request and the
-/// warmups (under the concurrency cap).
+/// Put before the smoke request's texts (see `RequestInput::with_prefix`).
+pub const SMOKE_PREFIX: &str = "benchplan smoke check. ";
+
+/// The unmeasured requests before a run: the ready check and the warmups send `first`
+/// as vLLM sends its first request; the smoke request sends a prefixed copy.
 pub(crate) async fn prepare(
     target: &Arc<Target>,
     params: &Arc<CaseParams>,
@@ -162,11 +174,14 @@ pub(crate) async fn prepare(
 
     let mut smoke = None;
     if opts.smoke {
+        // benchplan's own check (vLLM sends none): prefixed, so it warms no cache
+        // block a measured request would reuse.
+        let smoke_input = first.with_prefix(SMOKE_PREFIX);
         let mut attempts = 0;
         loop {
             attempts += 1;
             let t = Instant::now();
-            let o = one(target, params, first).await;
+            let o = one(target, params, &smoke_input).await;
             if o.success {
                 smoke = Some(Smoke {
                     ok: true,
@@ -226,19 +241,27 @@ pub async fn run_case(
     let (smoke, warmups_failed) = prepare(&target, &params, &first, sem.as_ref(), opts).await?;
 
     let n = inputs.len();
-    if opts.prewarm_connections {
+    let prewarmed = if opts.prewarm_connections {
         prewarm(
             &target,
             params.max_concurrency.map_or(n, |c| (c as usize).min(n)),
         )
-        .await;
-    }
+        .await
+    } else {
+        0
+    };
     // A trace's own times replace the schedule when every request has one.
     let replayed: Option<Vec<f64>> = inputs.iter().map(|i| i.arrival).collect();
     let offsets = Arc::new(replayed.unwrap_or_else(|| schedule(&params, n)));
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RequestRecord>();
     let handle = tokio::runtime::Handle::current();
     let start = Instant::now();
+    // vLLM's `rps_change_events` for a ramp-up: the start rate, then each whole rate
+    // the ramp reaches, with the wall-clock time of the release that reached it.
+    let ramp = params
+        .ramp_up_strategy
+        .is_some()
+        .then(|| schedule_spec(&params, n));
     let dispatcher = {
         let (target, params, inputs, offsets, stop, prefix) = (
             target.clone(),
@@ -252,11 +275,28 @@ pub async fn run_case(
             .name("dispatcher".into())
             .spawn(move || {
                 crate::clock::precise_timers();
+                let mut rps_changes = Vec::new();
+                let mut last_int = ramp.map(|r| {
+                    let first = rate_at(&r, 0).max(0.0) as i64;
+                    rps_changes.push(RpsChange {
+                        rps: first,
+                        at: SystemTime::now(),
+                    });
+                    first
+                });
                 for i in 0..n {
                     if !wait_unless_stopped(start + Duration::from_secs_f64(offsets[i]), &stop) {
                         break;
                     }
                     let dispatched = start.elapsed().as_secs_f64();
+                    if let (Some(r), Some(last)) = (&ramp, last_int.as_mut()) {
+                        let now = rate_at(r, i) as i64;
+                        if now > *last {
+                            let at = SystemTime::now();
+                            rps_changes.extend((*last + 1..=now).map(|rps| RpsChange { rps, at }));
+                            *last = now;
+                        }
+                    }
                     let (target, params, inputs, sem, tx, id) = (
                         target.clone(),
                         params.clone(),
@@ -272,8 +312,7 @@ pub async fn run_case(
                             None => None,
                         };
                         let input = &inputs[i];
-                        let body = build_body(target.backend, &target.model, input, &params);
-                        let outcome = send(&target, body, Some(&id)).await;
+                        let outcome = send_input(&target, &params, input, Some(&id), None).await;
                         let since_start = |t: Instant| (t - start).as_secs_f64();
                         let sent = outcome
                             .sent
@@ -284,6 +323,7 @@ pub async fn run_case(
                             dispatched,
                             start: sent,
                             written: outcome.written.map(since_start),
+                            connect: outcome.connect.map(|d| d.as_secs_f64()),
                             prompt_len: input.prompt_len,
                             expected_output_len: input.output_len,
                             sample: outcome.sample,
@@ -291,16 +331,19 @@ pub async fn run_case(
                         });
                     });
                 }
+                rps_changes
             })
             .expect("spawn the dispatcher thread")
     };
 
     let (records, interrupted) = collect(rx, n, opts, start).await;
     let duration = start.elapsed().as_secs_f64();
-    let _ = dispatcher.join();
+    let rps_change_events = dispatcher.join().unwrap_or_default();
     Ok(CaseRun {
         records,
         started: start,
+        prewarmed,
+        rps_change_events,
         duration,
         smoke,
         warmups_failed,
@@ -361,14 +404,16 @@ pub(crate) async fn collect(
     (records, interrupted)
 }
 
-/// Opens up to `k` pooled connections (reqwest: with concurrent GETs of /v1/models); best effort.
-pub(crate) async fn prewarm(target: &Arc<Target>, k: usize) {
+/// Opens up to `k` pooled connections (reqwest: with concurrent GETs of /v1/models);
+/// best effort. Returns how many are open for the run (reqwest: how many GETs answered).
+pub(crate) async fn prewarm(target: &Arc<Target>, k: usize) -> usize {
     let k = k.min(4096);
     if k <= 1 {
-        return;
+        return 0;
     }
     if let Some(native) = &target.native {
-        return native.pool.prewarm(k).await;
+        native.pool.prewarm(k).await;
+        return native.pool.idle_count();
     }
     let url = format!("{}/v1/models", target.base_url);
     let tasks: Vec<_> = (0..k)
@@ -376,21 +421,25 @@ pub(crate) async fn prewarm(target: &Arc<Target>, k: usize) {
             let (client, url, headers) =
                 (target.client.clone(), url.clone(), target.headers.clone());
             tokio::spawn(async move {
-                if let Ok(r) = client
+                match client
                     .get(&url)
                     .headers(headers)
                     .timeout(Duration::from_secs(10))
                     .send()
                     .await
                 {
-                    let _ = r.bytes().await; // drain, so the connection returns to the pool
+                    // Drain, so the connection returns to the pool.
+                    Ok(r) => r.bytes().await.is_ok(),
+                    Err(_) => false,
                 }
             })
         })
         .collect();
+    let mut open = 0;
     for t in tasks {
-        let _ = t.await;
+        open += usize::from(t.await.unwrap_or(false));
     }
+    open
 }
 
 fn progress_bar(n: u64) -> indicatif::ProgressBar {

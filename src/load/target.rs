@@ -9,7 +9,7 @@ use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use crate::client::http::build_client;
-use crate::client::request::Target;
+use crate::client::request::{Limits, Target};
 use crate::plan::{CaseParams, Service};
 use crate::sim::{SimConfig, SimHandle, Simulator};
 use crate::tokenizer::TokenModel;
@@ -214,6 +214,6 @@ pub fn target(r: &Resolved, service: &Service, params: &CaseParams) -> Arc<Targe
             .unwrap_or_else(|| r.model.clone()),
         r.headers.clone(),
         r.client.clone(),
-        params.request_timeout.map(|d| d.0),
+        Limits::of(params),
     ))
 }

@@ -16,6 +16,9 @@ pub struct RequestRecord {
     /// since the start of the run): `written - start` is the client's own share of
     /// the request's way to the server.
     pub written: Option<f64>,
+    /// Seconds spent opening a connection inside the request, when it had to (a
+    /// connect inside a measured request counts in its TTFT and E2EL, as in vLLM).
+    pub connect: Option<f64>,
     /// Prompt tokens as the dataset counted them.
     pub prompt_len: u64,
     pub expected_output_len: u64,

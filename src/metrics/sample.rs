@@ -36,7 +36,14 @@ pub struct Sample {
     pub cached_tokens: Option<u64>,
     /// Inputs in the request (an embeddings batch, rerank documents); 1 otherwise.
     pub input_sequences: u64,
-    /// The generated text (what the token events carried).
+    /// Seconds of input audio (ASR requests), for vLLM's RTFx.
+    pub input_audio_duration: f64,
+    /// The server's own queue time and TTFT (seconds), when a chunk carried
+    /// `metrics.queue_time_ms` / `metrics.time_to_first_token_ms`.
+    pub server_queue_time: Option<f64>,
+    pub server_ttft: Option<f64>,
+    /// The generated text (what the token events carried; empty for a failure, as
+    /// vLLM keeps it).
     pub text: String,
     pub error: Option<RequestError>,
 }

@@ -26,18 +26,19 @@ pub struct LatencyStats {
 }
 
 impl LatencyStats {
-    /// Stats of values given in seconds.
+    /// Stats of values given in seconds, computed as vLLM does: numpy over the seconds,
+    /// then × 1000 (the order matters in the last bits).
     pub fn of(metric: Metric, values_s: &[f64], percentiles: &[f64]) -> LatencyStats {
-        let mut ms: Vec<f64> = values_s.iter().map(|v| v * 1e3).collect();
-        ms.sort_by(f64::total_cmp);
+        let mut sorted = values_s.to_vec();
+        sorted.sort_by(f64::total_cmp);
         LatencyStats {
             metric,
-            mean: mean(&ms),
-            median: percentile_sorted(&ms, 50.0),
-            std: std(&ms),
+            mean: mean(values_s) * 1e3,
+            median: percentile_sorted(&sorted, 50.0) * 1e3,
+            std: std(values_s) * 1e3,
             percentiles: percentiles
                 .iter()
-                .map(|p| (*p, percentile_sorted(&ms, *p)))
+                .map(|p| (*p, percentile_sorted(&sorted, *p) * 1e3))
                 .collect(),
         }
     }
@@ -64,10 +65,32 @@ impl TokenSource {
     }
 }
 
+/// How the requests got their connections (benchplan's client only).
+#[derive(Debug, Clone, Default)]
+pub struct Connections {
+    /// Opened before the measured requests.
+    pub prewarmed: u64,
+    /// Measured requests that had to open one (their TTFT and E2EL include it).
+    pub connects_in_requests: u64,
+    /// How long those connects took.
+    pub connect: Option<LatencyStats>,
+}
+
+/// One whole request rate a ramp-up reached (vLLM's `rps_change_events`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpsChangeEvent {
+    pub rps: i64,
+    /// `datetime.isoformat()` of the release that reached it.
+    pub timestamp: String,
+}
+
 /// Everything a case measured.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
     pub pooling: bool,
+    /// Output could be counted with a tokenizer (vLLM prints token totals and reports
+    /// TTFT, TPOT and ITL only then).
+    pub has_tokenizer: bool,
     pub duration: f64,
     pub completed: u64,
     pub failed: u64,
@@ -80,9 +103,15 @@ pub struct Summary {
     pub total_token_throughput: f64,
     pub input_sequence_throughput: f64,
     pub max_output_tokens_per_s: f64,
+    /// vLLM's peak concurrency: the fullest one-second bucket (see [`peak_concurrency`]).
     pub max_concurrent_requests: u64,
+    /// The exact peak of successful requests in flight at one instant.
+    pub max_concurrent_requests_exact: u64,
+    /// Σ input audio seconds of successful requests / duration (ASR).
+    pub rtfx: f64,
     pub stats: Vec<LatencyStats>,
-    // Per request, in request order (failures: 0 and "" where vLLM writes them so).
+    // Per request, in request order, as vLLM lists them (a failure keeps what it
+    // measured before failing, as vLLM's outputs do).
     pub input_lens: Vec<u64>,
     pub output_lens: Vec<u64>,
     pub ttfts: Vec<f64>,
@@ -92,6 +121,10 @@ pub struct Summary {
     pub queue_times: Vec<f64>,
     pub generated_texts: Vec<String>,
     pub errors: Vec<String>,
+    /// The server's own queue time and TTFT per request (seconds), when any response
+    /// carried them; None where one did not.
+    pub server_queue_times: Option<Vec<Option<f64>>>,
+    pub server_ttfts: Option<Vec<Option<f64>>>,
     // benchplan's additions.
     pub errors_by_kind: IndexMap<String, u64>,
     pub first_errors: IndexMap<String, String>,
@@ -103,6 +136,9 @@ pub struct Summary {
     pub cached_tokens: u64,
     /// Metric name → base64 HDR histogram (µs).
     pub histograms: IndexMap<String, String>,
+    pub connections: Connections,
+    /// Ramp-up runs: the whole rates reached, as vLLM records them.
+    pub rps_change_events: Vec<RpsChangeEvent>,
 }
 
 impl Summary {
@@ -120,37 +156,84 @@ impl Summary {
     }
 }
 
-/// vLLM's peak output rate: token events bucketed by whole seconds since the first
-/// start; the fullest bucket's count. (It counts chunks, as vLLM does.)
-fn max_output_tokens_per_s(records: &[&RequestRecord]) -> f64 {
-    let Some(min_start) = records.iter().map(|r| r.start).min_by(f64::total_cmp) else {
-        return 0.0;
-    };
-    let max_end = records
-        .iter()
-        .map(|r| r.start + r.sample.latency)
-        .fold(min_start, f64::max);
-    let mut buckets = vec![0u64; (max_end - min_start).ceil() as usize + 1];
-    for r in records {
-        let mut t = r.start + r.sample.ttft;
-        let mut add = |t: f64| {
-            let b = (t - min_start) as usize;
-            if let Some(slot) = buckets.get_mut(b) {
-                *slot += 1;
-            }
-        };
-        add(t);
-        for g in &r.sample.itl {
-            t += g;
-            add(t);
+/// vLLM's 1-second buckets, relative to the earliest start of a successful request:
+/// `int(ceil(max_end - min_start)) + 1` of them, a time going to `int(t - min_start)`.
+struct Buckets {
+    min_start: f64,
+    counts: Vec<u64>,
+}
+
+impl Buckets {
+    fn new(ok: &[&RequestRecord]) -> Option<Buckets> {
+        let min_start = ok.iter().map(|r| r.start).min_by(f64::total_cmp)?;
+        let max_end = ok
+            .iter()
+            .map(|r| r.start + r.sample.latency)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let n = (max_end - min_start).ceil() as usize + 1;
+        Some(Buckets {
+            min_start,
+            counts: vec![0; n],
+        })
+    }
+
+    /// Python's `int(t - min_start)`: truncation toward zero.
+    fn index(&self, t: f64) -> i64 {
+        (t - self.min_start).trunc() as i64
+    }
+
+    fn add(&mut self, bucket: i64) {
+        if let Some(slot) = usize::try_from(bucket)
+            .ok()
+            .and_then(|b| self.counts.get_mut(b))
+        {
+            *slot += 1;
         }
     }
-    buckets.into_iter().max().unwrap_or(0) as f64
+
+    fn max(&self) -> u64 {
+        self.counts.iter().copied().max().unwrap_or(0)
+    }
+}
+
+/// vLLM's peak output rate: token events (one at `start + ttft`, then one per ITL gap,
+/// accumulated left to right as vLLM adds them) in 1-second buckets; the fullest
+/// bucket's count. It counts events (chunks), not tokens, as vLLM does.
+fn max_output_tokens_per_s(ok: &[&RequestRecord]) -> f64 {
+    let Some(mut b) = Buckets::new(ok) else {
+        return 0.0;
+    };
+    for r in ok {
+        let mut t = r.start + r.sample.ttft;
+        b.add(b.index(t));
+        for g in &r.sample.itl {
+            t += g;
+            b.add(b.index(t));
+        }
+    }
+    b.max() as f64
+}
+
+/// vLLM 0.33's `max_concurrent_requests`: each successful request counts in every
+/// 1-second bucket from `int(start - min_start)` to `int(start + latency - min_start)`
+/// inclusive; the fullest bucket. Two requests that share a second count as two even
+/// if they never overlap; [`exact_peak_concurrency`] is the instantaneous peak.
+fn peak_concurrency(ok: &[&RequestRecord]) -> u64 {
+    let Some(mut b) = Buckets::new(ok) else {
+        return 0;
+    };
+    for r in ok {
+        let (first, last) = (b.index(r.start), b.index(r.start + r.sample.latency));
+        for k in first..=last {
+            b.add(k);
+        }
+    }
+    b.max()
 }
 
 /// Peak number of successful requests in flight: a sweep over [start, start + latency),
 /// departures before arrivals at equal times.
-fn max_concurrent(records: &[&RequestRecord]) -> u64 {
+fn exact_peak_concurrency(records: &[&RequestRecord]) -> u64 {
     let mut events: Vec<(f64, i64)> = Vec::with_capacity(records.len() * 2);
     for r in records {
         events.push((r.start, 1));
@@ -165,7 +248,16 @@ fn max_concurrent(records: &[&RequestRecord]) -> u64 {
     peak as u64
 }
 
-/// Computes the summary. `tokens` counts output text when a response has no usage.
+/// A goodput limit in seconds as vLLM forms it: the SLO in milliseconds divided by
+/// 1000 (so the same float rounding decides a request exactly at the limit).
+fn slo_seconds(d: &crate::plan::units::Dur) -> f64 {
+    d.0.as_nanos() as f64 / 1e6 / 1000.0
+}
+
+/// Computes the summary (vLLM's `calculate_metrics`, or `calculate_metrics_for_embeddings`
+/// for pooling backends). `tokens` counts output text when a response has no usage;
+/// without one, output counts fall back to 1 a request and, as in vLLM, TTFT, TPOT and
+/// ITL statistics are not reported.
 pub fn summarize(
     records: &[RequestRecord],
     duration: f64,
@@ -175,6 +267,7 @@ pub fn summarize(
     let pooling = params.backend().is_pooling();
     let mut s = Summary {
         pooling,
+        has_tokenizer: tokens.is_some(),
         duration,
         ..Summary::default()
     };
@@ -183,13 +276,18 @@ pub fn summarize(
     let (mut queue, mut e2el_q, mut lags) = (vec![], vec![], vec![]);
     let mut sources = (0u64, 0u64, 0u64);
     let mut chunks = 0u64;
+    let mut audio = 0.0;
     let mut ok: Vec<&RequestRecord> = Vec::new();
+    let any_server_times = records
+        .iter()
+        .any(|r| r.sample.server_queue_time.is_some() || r.sample.server_ttft.is_some());
+    let (mut server_queue, mut server_ttft) = (vec![], vec![]);
     for r in records {
         let o = &r.sample;
         s.start_times.push(r.start);
         s.queue_times.push(r.client_queue_time());
-        s.ttfts.push(if o.success { o.ttft } else { 0.0 });
-        s.latencies.push(if o.success { o.latency } else { 0.0 });
+        s.ttfts.push(o.ttft);
+        s.latencies.push(o.latency);
         s.itls.push(o.itl.clone());
         s.generated_texts.push(o.text.clone());
         s.errors.push(
@@ -197,6 +295,10 @@ pub fn summarize(
                 .as_ref()
                 .map_or_else(String::new, |e| e.message.clone()),
         );
+        if any_server_times {
+            server_queue.push(o.server_queue_time);
+            server_ttft.push(o.server_ttft);
+        }
         lags.push(r.schedule_lag());
         let input = o.usage_prompt.unwrap_or(r.prompt_len);
         s.input_lens.push(input);
@@ -214,7 +316,9 @@ pub fn summarize(
         ok.push(r);
         s.completed += 1;
         s.total_input_tokens += input;
+        s.total_input_sequences += o.input_sequences;
         s.cached_tokens += o.cached_tokens.unwrap_or(0);
+        audio += o.input_audio_duration;
         if !pooling && !o.done {
             s.streams_without_done += 1;
         }
@@ -254,7 +358,10 @@ pub fn summarize(
         queue.push(r.client_queue_time());
         e2el_q.push(o.latency + r.client_queue_time());
     }
-    s.total_input_sequences = s.completed;
+    if any_server_times {
+        s.server_queue_times = Some(server_queue);
+        s.server_ttfts = Some(server_ttft);
+    }
     let d = if duration > 0.0 {
         duration
     } else {
@@ -264,9 +371,10 @@ pub fn summarize(
     s.output_throughput = s.total_output_tokens as f64 / d;
     s.total_token_throughput = (s.total_input_tokens + s.total_output_tokens) as f64 / d;
     s.input_sequence_throughput = s.total_input_sequences as f64 / d;
+    s.rtfx = audio / d;
     if let Some(g) = &params.goodput {
         // A request is good when it meets every configured SLO (inclusive), as in DistServe.
-        let limits = [g.ttft, g.tpot, g.e2el].map(|d| d.map(|d| d.as_secs_f64()));
+        let limits = [g.ttft, g.tpot, g.e2el].map(|d| d.as_ref().map(slo_seconds));
         let good = (0..ttfts.len())
             .filter(|&i| {
                 let vals = [ttfts[i], all_tpots[i], e2els[i]];
@@ -280,6 +388,7 @@ pub fn summarize(
     }
     if !pooling {
         s.max_output_tokens_per_s = max_output_tokens_per_s(&ok);
+        s.max_concurrent_requests = peak_concurrency(&ok);
         s.token_source = Some(match sources {
             (_, 0, 0) => TokenSource::Usage,
             (0, _, 0) => TokenSource::Tokenizer,
@@ -292,14 +401,21 @@ pub fn summarize(
             0.0
         };
     }
-    s.max_concurrent_requests = max_concurrent(&ok);
+    s.max_concurrent_requests_exact = exact_peak_concurrency(&ok);
+    let connects: Vec<f64> = records.iter().filter_map(|r| r.connect).collect();
+    s.connections.connects_in_requests = connects.len() as u64;
+    s.connections.connect = (!connects.is_empty())
+        .then(|| LatencyStats::of(Metric::E2el, &connects, &[50.0, 99.0, 100.0]));
 
     let pcts = &params.metric_percentiles;
+    // vLLM reports TTFT, TPOT and ITL only with a tokenizer (its output counts are
+    // guesses without one).
+    let token_metrics = !pooling && tokens.is_some();
     for m in params.percentile_metrics() {
         let values: &[f64] = match m {
-            Metric::Ttft if !pooling => &ttfts,
-            Metric::Tpot if !pooling => &tpots,
-            Metric::Itl if !pooling => &itls,
+            Metric::Ttft if token_metrics => &ttfts,
+            Metric::Tpot if token_metrics => &tpots,
+            Metric::Itl if token_metrics => &itls,
             Metric::E2el => &e2els,
             // vLLM reports these only with a concurrency cap, and the second only at a finite rate.
             Metric::ClientQueueTime if params.max_concurrency.is_some() => &queue,
@@ -350,6 +466,7 @@ mod tests {
             dispatched: start,
             start,
             written: None,
+            connect: None,
             prompt_len: 10,
             expected_output_len: 4,
             sample: Sample {
@@ -391,7 +508,9 @@ mod tests {
             }),
             ..CaseParams::default()
         };
-        let s = summarize(&records, 1.0, &params, None);
+        // A tokenizer is present (vLLM reports TTFT, TPOT and ITL only then); usage
+        // gives every output count.
+        let s = summarize(&records, 1.0, &params, Some(&TokenModel::Builtin));
         assert_eq!(
             (
                 s.completed,
@@ -435,9 +554,14 @@ mod tests {
         assert_eq!(s.token_source, Some(TokenSource::Usage));
         assert!(close(s.mean_tokens_per_chunk, 1.0));
         assert_eq!(
-            s.ttfts[3], 0.0,
-            "failures appear as 0 in the per-request lists"
+            (s.ttfts[3], s.output_lens[3]),
+            (0.0, 0),
+            "a failure's own values in the per-request lists, output 0"
         );
+        // Without a tokenizer, as vLLM: E2EL only, outputs from usage still.
+        let s = summarize(&records, 1.0, &params, None);
+        assert!(s.stat(Metric::Ttft).is_none() && s.stat(Metric::E2el).is_some());
+        assert_eq!(s.total_output_tokens, 7);
     }
 
     #[test]

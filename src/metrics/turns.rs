@@ -144,6 +144,7 @@ mod tests {
             dispatched: start,
             start,
             written: None,
+            connect: None,
             prompt_len: prompt,
             expected_output_len: 3,
             sample: Sample {
@@ -185,7 +186,8 @@ mod tests {
             metric_percentiles: vec![50.0],
             ..CaseParams::default()
         };
-        let s = summarize_turns(&records, &[3, 3, 2], 10.0, &params, None);
+        let tokens = crate::tokenizer::TokenModel::Builtin;
+        let s = summarize_turns(&records, &[3, 3, 2], 10.0, &params, Some(&tokens));
         assert_eq!(
             (
                 s.conversations_total,

@@ -205,10 +205,10 @@ async fn evaluate(
         let header = Header {
             date: timefmt::stamp_dash(SystemTime::now()),
             label: Some(case.id.clone()),
-            model_id: r.model.clone(),
+            model_id: r.model_root.clone(),
             tokenizer_id: Some(r.tokenizer_id.clone()),
         };
-        let mut extras = Map::new();
+        let mut extras = res.extras(&p, false);
         extras.insert("case_id".into(), json!(case.id));
         extras.insert("phase".into(), json!(req.phase));
         extras.insert("violations".into(), json!(violations));

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::dataset::Dataset;
-use super::units::{Dur, Rate};
+use super::units::{Burstiness, Dur, Rate};
 
 /// The request function used against the target (vLLM's `--backend`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -180,8 +180,8 @@ pub struct CaseParams {
     pub num_prompts: u64,
     /// Mean arrival rate in requests per second, or "inf" to send all at once.
     pub request_rate: Rate,
-    /// Gamma shape of the arrival gaps: 1 is Poisson, larger is more regular, smaller burstier.
-    pub burstiness: f64,
+    /// Gamma shape of the arrival gaps: 1 is Poisson, larger is more regular, smaller burstier, "inf" constant.
+    pub burstiness: Burstiness,
     /// Most requests in flight at once; unset means no client-side cap.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u64>,
@@ -235,9 +235,21 @@ pub struct CaseParams {
     pub seed: u64,
     /// Retry the first request until it succeeds or this passes; 0s skips the check.
     pub ready_check_timeout: Dur,
-    /// Give up on one request after this long; unset means no limit.
+    /// Give up on one request after this long; unset means 6 h, as vLLM's client.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_timeout: Option<Dur>,
+    /// Fail a streamed request that receives no byte for this long; unset means 5 min.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_idle_timeout: Option<Dur>,
+    /// The largest SSE line or event accepted, in bytes; unset means 16 MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_event_bytes: Option<u64>,
+    /// The largest non-streamed answer (embeddings, rerank) accepted, in bytes; unset means 256 MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<u64>,
+    /// Completions: log-probabilities per token (vLLM's `--logprobs`); sent as null when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<u32>,
     /// Conversations in flight at once, for multi-turn datasets.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub multi_turn_concurrency: Option<u64>,
@@ -257,7 +269,7 @@ impl Default for CaseParams {
             dataset: Dataset::default(),
             num_prompts: 1000,
             request_rate: Rate::default(),
-            burstiness: 1.0,
+            burstiness: Burstiness::default(),
             max_concurrency: None,
             ramp_up_strategy: None,
             ramp_up_start_rps: None,
@@ -278,6 +290,10 @@ impl Default for CaseParams {
             seed: 0,
             ready_check_timeout: Dur::default(),
             request_timeout: None,
+            stream_idle_timeout: None,
+            max_event_bytes: None,
+            max_body_bytes: None,
+            logprobs: None,
             multi_turn_concurrency: None,
             request_id_prefix: None,
             metadata: IndexMap::new(),

@@ -225,41 +225,93 @@ impl fmt::Display for Rate {
 impl Serialize for Rate {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         // vLLM writes an infinite rate as the string "inf".
-        if self.0.is_finite() {
-            s.serialize_f64(self.0)
-        } else {
-            s.serialize_str("inf")
+        serialize_inf(self.0, s)
+    }
+}
+
+/// A number that may also be written "inf" (JSON has no infinity), never NaN.
+fn number_or_inf<'de, D: Deserializer<'de>>(d: D, what: &'static str) -> Result<f64, D::Error> {
+    struct V(&'static str);
+    impl de::Visitor<'_> for V {
+        type Value = f64;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "{} or \"inf\"", self.0)
         }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<f64, E> {
+            match v.trim().to_ascii_lowercase().as_str() {
+                "inf" | "infinity" | "+inf" | "+infinity" => Ok(f64::INFINITY),
+                t => match t.parse::<f64>() {
+                    Ok(x) if !x.is_nan() => Ok(x),
+                    _ => Err(E::custom(format!(
+                        "`{v}` is not {}; write a number or \"inf\"",
+                        self.0
+                    ))),
+                },
+            }
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
+            if v.is_nan() {
+                return Err(E::custom(format!("NaN is not {}", self.0)));
+            }
+            Ok(v)
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
+            Ok(v as f64)
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
+            Ok(v as f64)
+        }
+    }
+    d.deserialize_any(V(what))
+}
+
+/// Writes an infinite value as the string "inf", as vLLM writes an infinite rate.
+fn serialize_inf<S: Serializer>(x: f64, s: S) -> Result<S::Ok, S::Error> {
+    if x.is_finite() {
+        s.serialize_f64(x)
+    } else {
+        s.serialize_str("inf")
     }
 }
 
 impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl de::Visitor<'_> for V {
-            type Value = Rate;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a number of requests per second or \"inf\"")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Rate, E> {
-                match v.trim() {
-                    "inf" | "infinity" | "+inf" => Ok(Rate(f64::INFINITY)),
-                    t => t.parse::<f64>().map(Rate).map_err(|_| {
-                        E::custom(format!("`{v}` is not a rate; write a number or \"inf\""))
-                    }),
-                }
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {
-                Ok(Rate(v))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {
-                Ok(Rate(v as f64))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Rate, E> {
-                Ok(Rate(v as f64))
-            }
-        }
-        d.deserialize_any(V)
+        number_or_inf(d, "a number of requests per second").map(Rate)
+    }
+}
+
+/// The gamma shape of arrival gaps (vLLM's `--burstiness`): 1 is Poisson, larger is
+/// more regular, "inf" gives constant gaps.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Burstiness(pub f64);
+
+impl Default for Burstiness {
+    fn default() -> Self {
+        Burstiness(1.0)
+    }
+}
+
+impl Serialize for Burstiness {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_inf(self.0, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Burstiness {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        number_or_inf(d, "a gamma shape").map(Burstiness)
+    }
+}
+
+impl JsonSchema for Burstiness {
+    fn schema_name() -> Cow<'static, str> {
+        "Burstiness".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "Gamma shape of the arrival gaps: 1 is Poisson, larger is more regular, smaller burstier, \"inf\" constant gaps.",
+            "anyOf": [{"type": "number"}, {"const": "inf"}]
+        })
     }
 }
 

@@ -452,7 +452,7 @@ pub fn check_case(
             .with_help("\"inf\" sends every request at once"),
         );
     }
-    if !(p.burstiness > 0.0) || !p.burstiness.is_finite() {
+    if !(p.burstiness.0 > 0.0) {
         out.push(
             Diagnostic::error(at("burstiness"), "burstiness must be above 0")
                 .with_help("1 is a Poisson process; larger is more regular"),

@@ -194,7 +194,12 @@ pub fn case_view(
     };
     v.prompts = r.get("num_prompts").and_then(Value::as_u64).unwrap_or(0);
     v.completed = r.get("completed").and_then(Value::as_u64).unwrap_or(0);
-    v.failed = r.get("failed").and_then(Value::as_u64).unwrap_or(0);
+    // Pooling results keep vLLM's keys, which have no `failed`; benchplan's block has it.
+    v.failed = r
+        .get("failed")
+        .or_else(|| r.get("benchplan").and_then(|b| b.get("failed")))
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
     v.req_s = num(r, "request_throughput");
     v.out_tok_s = num(r, "output_throughput");
     v.ttft_mean = num(r, "mean_ttft_ms");

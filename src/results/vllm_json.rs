@@ -14,6 +14,8 @@ pub struct Header {
     /// `%Y%m%d-%H%M%S`
     pub date: String,
     pub label: Option<String>,
+    /// As vLLM fills it: the model as given, else the `root` of the first model of
+    /// /v1/models (its id is what requests send).
     pub model_id: String,
     pub tokenizer_id: Option<String>,
 }
@@ -67,6 +69,8 @@ pub fn result_json(
         "request_rate".into(),
         serde_json::to_value(p.request_rate).expect("rate serialises"),
     );
+    // vLLM dumps an infinite burstiness as the literal `Infinity`, which is not JSON;
+    // benchplan writes the string "inf", as vLLM does for the request rate.
     o.insert("burstiness".into(), json!(p.burstiness));
     o.insert("max_concurrency".into(), json!(p.max_concurrency));
     if let Some(r) = p.ramp_up_strategy {
@@ -74,12 +78,16 @@ pub fn result_json(
             "ramp_up_strategy".into(),
             serde_json::to_value(r).expect("enum serialises"),
         );
-        o.insert("ramp_up_start_rps".into(), json!(p.ramp_up_start_rps));
-        o.insert("ramp_up_end_rps".into(), json!(p.ramp_up_end_rps));
+        // vLLM's ramp-up rates are integers (argparse type=int).
+        o.insert("ramp_up_start_rps".into(), rps_json(p.ramp_up_start_rps));
+        o.insert("ramp_up_end_rps".into(), rps_json(p.ramp_up_end_rps));
     }
     o.insert("duration".into(), json!(s.duration));
     o.insert("completed".into(), json!(s.completed));
-    o.insert("failed".into(), json!(s.failed));
+    if !s.pooling {
+        // vLLM's pooling result has no `failed` key; benchplan's block always has it.
+        o.insert("failed".into(), json!(s.failed));
+    }
     o.insert("total_input_tokens".into(), json!(s.total_input_tokens));
     if s.pooling {
         o.insert(
@@ -135,7 +143,22 @@ pub fn result_json(
             "max_concurrent_requests".into(),
             json!(s.max_concurrent_requests),
         );
-        o.insert("rtfx".into(), json!(0.0));
+        o.insert("rtfx".into(), json!(s.rtfx));
+        if let (Some(q), Some(t)) = (&s.server_queue_times, &s.server_ttfts) {
+            o.insert("server_queue_times".into(), json!(q));
+            o.insert("server_ttfts".into(), json!(t));
+        }
+    }
+    if !s.rps_change_events.is_empty() {
+        o.insert(
+            "rps_change_events".into(),
+            Value::Array(
+                s.rps_change_events
+                    .iter()
+                    .map(|e| json!({"rps": e.rps, "timestamp": e.timestamp}))
+                    .collect(),
+            ),
+        );
     }
     for st in &s.stats {
         stats_keys(&mut o, st);
@@ -145,7 +168,12 @@ pub fn result_json(
     }
     let mut b = Map::new();
     b.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    b.insert("failed".into(), json!(s.failed));
     b.insert("success_rate".into(), json!(s.success_rate()));
+    b.insert(
+        "max_concurrent_requests_exact".into(),
+        json!(s.max_concurrent_requests_exact),
+    );
     b.insert(
         "goodput_ratio".into(),
         json!(s.request_goodput.map(|g| if s.request_throughput > 0.0 {
@@ -173,6 +201,14 @@ pub fn result_json(
         b.insert("client_queue_time".into(), small_stats(q));
     }
     b.insert("histograms_us".into(), json!(s.histograms));
+    let c = &s.connections;
+    let mut conn = Map::new();
+    conn.insert("prewarmed".into(), json!(c.prewarmed));
+    conn.insert("connects_in_requests".into(), json!(c.connects_in_requests));
+    if let Some(t) = &c.connect {
+        conn.insert("connect_time".into(), small_stats(t));
+    }
+    b.insert("connections".into(), Value::Object(conn));
     for (k, v) in extras {
         b.insert(k, v);
     }
@@ -294,8 +330,8 @@ pub fn vllm_file_name(h: &Header, p: &CaseParams) -> String {
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default(),
-            rate(p.ramp_up_start_rps.unwrap_or(0.0)),
-            rate(p.ramp_up_end_rps.unwrap_or(0.0)),
+            rps_name(p.ramp_up_start_rps.unwrap_or(0.0)),
+            rps_name(p.ramp_up_end_rps.unwrap_or(0.0)),
             h.date
         ),
         None => format!(
@@ -303,6 +339,24 @@ pub fn vllm_file_name(h: &Header, p: &CaseParams) -> String {
             rate(p.request_rate.0),
             h.date
         ),
+    }
+}
+
+/// A ramp-up rate as vLLM writes it: an integer when whole.
+fn rps_json(r: Option<f64>) -> Value {
+    match r {
+        Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => json!(x as i64),
+        Some(x) => json!(x),
+        None => Value::Null,
+    }
+}
+
+/// A ramp-up rate in a file name: `1`, or `2.5` when not whole.
+fn rps_name(r: f64) -> String {
+    if r.fract() == 0.0 && r.abs() < 1e15 {
+        format!("{}", r as i64)
+    } else {
+        format!("{r}")
     }
 }
 
@@ -344,5 +398,22 @@ mod tests {
             vllm_file_name(&h, &p),
             "vllm-10.0qps-Llama-3.1-8B-20260301-142530.json"
         );
+        // Ramp-up rates are vLLM integers: `1qps`, not `1.0qps`.
+        p.request_rate = Rate(f64::INFINITY);
+        p.ramp_up_strategy = Some(crate::plan::params::RampUp::Linear);
+        p.ramp_up_start_rps = Some(1.0);
+        p.ramp_up_end_rps = Some(20.0);
+        assert_eq!(
+            vllm_file_name(&h, &p),
+            "vllm-ramp-up-linear-1qps-20qps-Llama-3.1-8B-20260301-142530.json"
+        );
+        let r = result_json(&h, &p, &Summary::default(), None, false, Map::new());
+        assert_eq!(
+            (&r["ramp_up_start_rps"], &r["ramp_up_end_rps"]),
+            (&json!(1), &json!(20))
+        );
+        p.burstiness = crate::plan::units::Burstiness(f64::INFINITY);
+        let r = result_json(&h, &p, &Summary::default(), None, false, Map::new());
+        assert_eq!(r["burstiness"], "inf");
     }
 }

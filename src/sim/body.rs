@@ -76,10 +76,8 @@ impl SseStream {
             return Err(StreamCut);
         };
         if let Some(t) = &mut self.trace {
+            // One send per token event (vLLM's role delta before the first is not one).
             t.chunk();
-            if start == 0 && self.api == Api::Chat {
-                t.chunk(); // the role delta is a message with choices too
-            }
         }
         if start == 0 && self.api == Api::Chat {
             // vLLM's chat stream opens with a role-only delta, right before the first token.

@@ -606,7 +606,7 @@ async fn pooling(state: Arc<State>, body: &Value, kind: Pooling) -> Resp {
                 .collect();
             json_response(
                 StatusCode::OK,
-                &json!({"id": format!("rerank-{n}"), "model": c.model, "usage": {"total_tokens": p}, "results": results}),
+                &json!({"id": format!("rerank-{n}"), "model": c.model, "usage": {"prompt_tokens": p, "total_tokens": p}, "results": results}),
             )
         }
     }

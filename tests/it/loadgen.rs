@@ -131,7 +131,8 @@ async fn the_concurrency_cap_holds_and_queueing_is_reported() {
     let r = execute(&resolved, &svc, &p, &RunOptions::default())
         .await
         .unwrap();
-    assert_eq!(r.summary.max_concurrent_requests, 3);
+    // The exact peak (vLLM's bucketed figure counts requests that share a second).
+    assert_eq!(r.summary.max_concurrent_requests_exact, 3);
     // With rate inf and 3 slots, later requests wait for earlier ones: 4 waves of 60 ms.
     let q = r.summary.client_queue.as_ref().unwrap();
     assert!(
@@ -271,8 +272,9 @@ async fn chat_embeddings_and_rerank_backends() {
         (r.summary.completed, r.summary.total_output_tokens),
         (5, 30)
     );
-    // vLLM's chat stream opens with a role-only chunk: one more chunk than tokens.
-    assert_eq!(r.run.records[0].sample.chunks, 7);
+    // vLLM's chat stream opens with a role-only chunk, which is not a token event
+    // (vLLM 0.33's `_choice_has_streamed_output`): one event per token.
+    assert_eq!(r.run.records[0].sample.chunks, 6);
     let emb = CaseParams {
         backend: Some(Backend::OpenaiEmbeddings),
         dataset: Dataset::Random(RandomDataset {

@@ -253,7 +253,7 @@ async fn conversation_cap_request_cap_and_think_time_hold() {
         .await
         .unwrap();
     assert_eq!(r.summary.completed, 12);
-    assert_eq!(r.summary.max_concurrent_requests, 1);
+    assert_eq!(r.summary.max_concurrent_requests_exact, 1);
 }
 
 /// Four ShareGPT conversations of three human turns; the second turn of `fails` asks

@@ -2,14 +2,15 @@
 //! real server can produce, which the simulator (always chunked, always keep-alive)
 //! does not.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::io::Write;
+use std::net::TcpListener;
 
 use benchplan::client::request::{Target, send};
 use benchplan::metrics::sample::Sample;
 use benchplan::plan::Backend;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+
+use crate::support::{read_request, scripted};
 
 /// Two completions chunks, the usage chunk and `[DONE]`, as vLLM streams them.
 const SSE: &str = "data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n\
@@ -23,53 +24,6 @@ fn chunked(body: &str) -> String {
     format!("{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n", a.len(), b.len())
 }
 
-/// Reads one request (head and `content-length` body); its head, or None at EOF.
-fn read_request(s: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 4096];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length: "))
-                .map_or(0, |v| v.trim().parse().unwrap());
-            while buf.len() < end + 4 + len {
-                let n = s.read(&mut byte).ok()?;
-                if n == 0 {
-                    return None;
-                }
-                buf.extend_from_slice(&byte[..n]);
-            }
-            return Some(head);
-        }
-        let n = s.read(&mut byte).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&byte[..n]);
-    }
-}
-
-/// A server on 127.0.0.1:0 that runs `script(connection number, stream)` per connection;
-/// the request heads it read are kept.
-fn scripted(
-    script: impl Fn(usize, &mut TcpStream, &Mutex<Vec<String>>) + Send + Sync + 'static,
-) -> (String, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let heads = Arc::new(Mutex::new(Vec::new()));
-    let (script, seen) = (Arc::new(script), heads.clone());
-    std::thread::spawn(move || {
-        for (i, conn) in listener.incoming().enumerate() {
-            let Ok(mut s) = conn else { break };
-            let (script, seen) = (script.clone(), seen.clone());
-            std::thread::spawn(move || script(i, &mut s, &seen));
-        }
-    });
-    (format!("http://{addr}"), heads)
-}
-
 fn target(base: &str) -> Target {
     let url = format!("{base}/v1/completions");
     let mut headers = HeaderMap::new();
@@ -81,7 +35,10 @@ fn target(base: &str) -> Target {
         "m".into(),
         headers,
         benchplan::client::http::build_client(false, None).unwrap(),
-        Some(std::time::Duration::from_secs(10)),
+        benchplan::client::request::Limits {
+            total: std::time::Duration::from_secs(10),
+            ..Default::default()
+        },
     )
 }
 
@@ -98,7 +55,7 @@ async fn a_pooled_connection_the_server_closed_is_retried_on_a_new_one() {
     // Each connection serves one keep-alive answer and is then closed by the server, as an
     // idle timeout does: the pooled connection is stale when the next request takes it.
     let (base, heads) = scripted(|_, s, heads| {
-        if let Some(h) = read_request(s) {
+        if let Some((h, _)) = read_request(s) {
             heads.lock().unwrap().push(h);
             let body = chunked(SSE);
             let _ = s.write_all(

@@ -253,7 +253,10 @@ async fn recorded_timings_are_the_actual_sends_and_match_what_the_client_saw() {
         "benchplan-sim".into(),
         Default::default(),
         c.clone(),
-        Some(Duration::from_secs(10)),
+        benchplan::client::request::Limits {
+            total: Duration::from_secs(10),
+            ..Default::default()
+        },
     );
     let body = json!({"prompt": "a b c", "max_tokens": 6, "stream": true, "ignore_eos": true})
         .to_string()

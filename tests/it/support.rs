@@ -1,7 +1,10 @@
 //! Helpers shared by the integration tests.
 
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
 
 use benchplan::diag::Diagnostics;
 use benchplan::plan::{Format, PlanSource};
@@ -104,4 +107,56 @@ where
         "failed in all {attempts} attempts:\n{}",
         failures.join("\n")
     );
+}
+
+/// Reads one HTTP request (head and `content-length` body): its head and body, or None
+/// at EOF.
+pub fn read_request(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(str::to_string)
+                })
+                .map_or(0, |v| v.trim().parse().unwrap());
+            while buf.len() < end + 4 + len {
+                let n = s.read(&mut byte).ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&byte[..n]);
+            }
+            return Some((head, buf[end + 4..end + 4 + len].to_vec()));
+        }
+        let n = s.read(&mut byte).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&byte[..n]);
+    }
+}
+
+/// A server on 127.0.0.1:0 that runs `script(connection number, stream, log)` per
+/// connection, each on its own thread; the log is for what the script wants to keep.
+pub fn scripted(
+    script: impl Fn(usize, &mut TcpStream, &Mutex<Vec<String>>) + Send + Sync + 'static,
+) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (script, seen) = (Arc::new(script), heads.clone());
+    std::thread::spawn(move || {
+        for (i, conn) in listener.incoming().enumerate() {
+            let Ok(mut s) = conn else { break };
+            let (script, seen) = (script.clone(), seen.clone());
+            std::thread::spawn(move || script(i, &mut s, &seen));
+        }
+    });
+    (format!("http://{addr}"), heads)
 }

@@ -55,8 +55,9 @@ pub struct BenchArgs {
     /// Requests per second, or inf.
     #[arg(long, default_value = "inf")]
     pub request_rate: String,
-    #[arg(long, default_value_t = 1.0)]
-    pub burstiness: f64,
+    /// Gamma shape of the arrival gaps (1 = Poisson), or inf for constant gaps.
+    #[arg(long, default_value = "1.0")]
+    pub burstiness: String,
     #[arg(long)]
     pub max_concurrency: Option<u64>,
     /// linear or exponential.
@@ -92,6 +93,9 @@ pub struct BenchArgs {
     pub repetition_penalty: Option<f64>,
     #[arg(long)]
     pub ignore_eos: bool,
+    /// Completions: log-probabilities per token to return (sent as null when unset).
+    #[arg(long)]
+    pub logprobs: Option<u32>,
 
     /// Metrics with mean/median/std/percentiles: ttft,tpot,itl,e2el,client_queue_time,e2el_including_client_queue.
     #[arg(long)]
@@ -250,7 +254,13 @@ impl BenchArgs {
                 _ => json!(self.request_rate),
             },
         );
-        d.insert("burstiness".into(), json!(self.burstiness));
+        d.insert(
+            "burstiness".into(),
+            match self.burstiness.parse::<f64>() {
+                Ok(b) if b.is_finite() => json!(b),
+                _ => json!(self.burstiness),
+            },
+        );
         let opt = |d: &mut Map<String, Value>, k: &str, v: Option<Value>| {
             if let Some(v) = v {
                 d.insert(k.into(), v);
@@ -293,6 +303,7 @@ impl BenchArgs {
             opt(&mut d, k, v.map(|v| json!(v)));
         }
         opt(&mut d, "top_k", self.top_k.map(|v| json!(v)));
+        opt(&mut d, "logprobs", self.logprobs.map(|v| json!(v)));
         if self.ignore_eos {
             d.insert("ignore_eos".into(), json!(true));
         }

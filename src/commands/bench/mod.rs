@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 pub use args::BenchArgs;
 pub use print::print_summary;
@@ -123,14 +123,11 @@ pub fn run(args: &BenchArgs) -> Exit {
             let header = Header {
                 date: crate::timefmt::stamp_dash(started),
                 label: args.label.clone(),
-                model_id: resolved.model.clone(),
+                model_id: resolved.model_root.clone(),
                 tokenizer_id: Some(resolved.tokenizer_id.clone()),
             };
-            let mut extras = Map::new();
+            let mut extras = result.extras(&case.params, false);
             extras.insert("case_id".into(), json!(case.id));
-            extras.insert("interrupted".into(), json!(result.run.interrupted));
-            extras.insert("smoke".into(), json!(result.run.smoke));
-            extras.insert("warmups_failed".into(), json!(result.run.warmups_failed));
             extras.insert("seed".into(), json!(case.params.seed));
             extras.insert("command".into(), json!(redacted_command()));
             extras.insert(

@@ -1,0 +1,194 @@
+//! Where benchplan still measures or sends differently from `vllm bench serve` 0.33,
+//! on purpose. Each deviation has a stable id; every result lists, under
+//! `benchplan.deviations`, the ones that applied to its run, so two result files can
+//! be compared knowing what differs. The README's "Measurement" section lists the same
+//! ids (a test keeps the two in step), and the golden stream tests name the id of each
+//! fixture where benchplan's extraction differs from vLLM's.
+
+use serde_json::{Value, json};
+
+use crate::plan::{Backend, CaseParams, Dataset, Metric};
+
+/// One deliberate difference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deviation {
+    pub id: &'static str,
+    pub what: &'static str,
+}
+
+/// What a run did that decides which deviations apply to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// Connections opened before the measured requests.
+    pub prewarmed: usize,
+    /// An unmeasured smoke request was sent first.
+    pub smoke: bool,
+    /// The server's prefix cache was reset before the case (`run`).
+    pub prefix_cache_reset: bool,
+}
+
+pub const SSE_SPEC_PARSING: Deviation = Deviation {
+    id: "sse_spec_parsing",
+    what: "streams are parsed per the SSE specification (LF, CRLF or CR line ends, several data lines, `data:` with or without its space, comment, `id:` and `event:` lines); vLLM splits events on a blank line of `\\n\\n` only, so it extracts nothing from a CRLF stream with two events in one read, drops an event whose first line is a comment, and fails a stream with `id:` lines or `data:` without a space",
+};
+
+pub const STREAM_ERROR_FAILS_REQUEST: Deviation = Deviation {
+    id: "stream_error_fails_request",
+    what: "an error inside a 200 stream (`event: error`, or a `data: {\"error\": …}` chunk without choices) fails the request as `stream_error`; vLLM ignores the data form and counts the request a success with the text before it",
+};
+
+pub const OWN_RNG: Deviation = Deviation {
+    id: "own_rng",
+    what: "arrival gaps and synthetic prompts come from benchplan's own seeded generator: a seed gives the same schedule and prompts on every machine, but not the ones numpy gives vLLM for that seed",
+};
+
+pub const E2EL_BY_DEFAULT: Deviation = Deviation {
+    id: "e2el_by_default",
+    what: "E2EL statistics are reported by default (the case's metrics include e2el); vLLM's default is ttft,tpot,itl and reports E2EL only when --percentile-metrics names it",
+};
+
+pub const PREWARMED_CONNECTIONS: Deviation = Deviation {
+    id: "prewarmed_connections",
+    what: "connections (up to the concurrency) are opened before the measured requests, so TCP set-up is not in their TTFT; a connect that still happens inside a request counts in its latency, as in vLLM, and `benchplan.connections` says how many requests had one and how long it took",
+};
+
+pub const ARRIVAL_TIMESTAMPS: Deviation = Deviation {
+    id: "arrival_timestamps",
+    what: "a token event's time is when the bytes that carried it arrived (on plain http benchplan's own HTTP/1.1 client reads the kernel's receive timestamp of the segment, Linux SO_TIMESTAMPNS; on HTTPS, the moment of the read), so events that arrive together share one time (ITL 0); vLLM reads its clock once per event as its parser reaches it",
+};
+
+pub const SMOKE_REQUEST: Deviation = Deviation {
+    id: "smoke_request",
+    what: "one unmeasured smoke request is sent before the run, with a prompt prefix no measured request shares (so it warms no prefix cache); vLLM sends a test request only with --ready-check-timeout-sec",
+};
+
+pub const EXTRA_BODY_RERANK: Deviation = Deviation {
+    id: "extra_body_rerank",
+    what: "extra_body is merged into rerank requests too; vLLM's rerank request function ignores it",
+};
+
+pub const NO_PROMPT_ALIGNMENT: Deviation = Deviation {
+    id: "no_prompt_alignment",
+    what: "synthetic prompts are built exact for the service's tokenizer and sent as built; vLLM re-tokenizes them with the server's /tokenize when the first prompt's count differs and cuts longer ones",
+};
+
+pub const BOUNDED_RESPONSES: Deviation = Deviation {
+    id: "bounded_responses",
+    what: "a stream that sends no byte for stream_idle_timeout (default 5 min) fails as `idle_timeout`, and an SSE line or event over max_event_bytes (default 16 MiB) as `oversized_response`; vLLM has only its 6-hour total timeout",
+};
+
+pub const ERROR_MESSAGES: Deviation = Deviation {
+    id: "error_messages",
+    what: "a failed request's error is the server's own message (`HTTP 429: …`, from its JSON body) and a kind; vLLM keeps the HTTP reason phrase or a Python traceback",
+};
+
+pub const MULTI_TURN: Deviation = Deviation {
+    id: "multi_turn",
+    what: "multi-turn cases follow the Rust vllm-bench's keys, but multi_turn_concurrency caps conversations (vllm-bench caps requests with it), conversation starts are paced by the request rate, and a failed turn ends its conversation",
+};
+
+pub const PREFIX_CACHE_RESET: Deviation = Deviation {
+    id: "prefix_cache_reset",
+    what: "`benchplan run` resets the server's prefix cache before each case (POST /reset_prefix_cache, as vLLM's sweep does); `vllm bench serve` alone does not",
+};
+
+/// Every deviation, in the order the README lists them.
+pub const ALL: &[Deviation] = &[
+    SSE_SPEC_PARSING,
+    STREAM_ERROR_FAILS_REQUEST,
+    OWN_RNG,
+    E2EL_BY_DEFAULT,
+    PREWARMED_CONNECTIONS,
+    ARRIVAL_TIMESTAMPS,
+    SMOKE_REQUEST,
+    EXTRA_BODY_RERANK,
+    NO_PROMPT_ALIGNMENT,
+    BOUNDED_RESPONSES,
+    ERROR_MESSAGES,
+    MULTI_TURN,
+    PREFIX_CACHE_RESET,
+];
+
+/// The deviations that applied to a run of `p`.
+pub fn applying(p: &CaseParams, f: &Facts) -> Vec<Deviation> {
+    let backend = p.backend();
+    let streaming = !backend.is_pooling();
+    let synthetic = matches!(
+        p.dataset,
+        Dataset::Random(_) | Dataset::RandomMm(_) | Dataset::PrefixRepetition(_)
+    );
+    let rules = [
+        (SSE_SPEC_PARSING, streaming),
+        (STREAM_ERROR_FAILS_REQUEST, streaming),
+        (OWN_RNG, true),
+        (
+            E2EL_BY_DEFAULT,
+            streaming && p.percentile_metrics().contains(&Metric::E2el),
+        ),
+        (PREWARMED_CONNECTIONS, f.prewarmed > 0),
+        (ARRIVAL_TIMESTAMPS, streaming),
+        (SMOKE_REQUEST, f.smoke),
+        (
+            EXTRA_BODY_RERANK,
+            backend == Backend::VllmRerank && p.extra_body.is_some(),
+        ),
+        (NO_PROMPT_ALIGNMENT, synthetic),
+        (BOUNDED_RESPONSES, true),
+        (ERROR_MESSAGES, true),
+        (MULTI_TURN, matches!(p.dataset, Dataset::MultiTurn(_))),
+        (PREFIX_CACHE_RESET, f.prefix_cache_reset),
+    ];
+    rules
+        .into_iter()
+        .filter(|(_, applies)| *applies)
+        .map(|(d, _)| d)
+        .collect()
+}
+
+/// `benchplan.deviations`: `[{id, what}]` of the deviations that applied.
+pub fn json(p: &CaseParams, f: &Facts) -> Value {
+    Value::Array(
+        applying(p, f)
+            .into_iter()
+            .map(|d| json!({"id": d.id, "what": d.what}))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_rules_cover_every_deviation() {
+        let mut ids: Vec<&str> = ALL.iter().map(|d| d.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), ALL.len());
+        // With every fact on, a rerank with extra_body applies all but the
+        // streaming- and dataset-specific ones.
+        let p = CaseParams::default();
+        let on = Facts {
+            prewarmed: 4,
+            smoke: true,
+            prefix_cache_reset: true,
+        };
+        let got: Vec<&str> = applying(&p, &on).iter().map(|d| d.id).collect();
+        for id in [
+            "sse_spec_parsing",
+            "prewarmed_connections",
+            "arrival_timestamps",
+            "smoke_request",
+            "prefix_cache_reset",
+            "e2el_by_default",
+        ] {
+            assert!(got.contains(&id), "{id} in {got:?}");
+        }
+        assert!(!got.contains(&"extra_body_rerank") && !got.contains(&"multi_turn"));
+        let none: Vec<&str> = applying(&p, &Facts::default())
+            .iter()
+            .map(|d| d.id)
+            .collect();
+        assert!(!none.contains(&"prewarmed_connections") && !none.contains(&"smoke_request"));
+    }
+}

@@ -78,8 +78,15 @@ pub enum Command {
         /// The model to send (default: the first of /v1/models).
         #[arg(long)]
         model: Option<String>,
+        /// Skip TLS certificate verification.
         #[arg(long)]
         insecure: bool,
+        /// A header sent with every request, KEY=VALUE (its value is never printed). Repeatable.
+        #[arg(long, value_name = "KEY=VALUE")]
+        header: Vec<String>,
+        /// The environment variable holding the API key (sent as a bearer token).
+        #[arg(long, default_value = "OPENAI_API_KEY")]
+        api_key_env: String,
     },
     /// Re-render the report of a run folder (or a folder of `vllm bench serve` results).
     Report {
@@ -180,7 +187,16 @@ pub fn run(cli: Cli) -> Exit {
             backend,
             model,
             insecure,
-        } => crate::commands::probe::run(&url, backend.map(Into::into), model, insecure),
+            header,
+            api_key_env,
+        } => crate::commands::probe::run(crate::commands::probe::ProbeArgs {
+            url,
+            backend: backend.map(Into::into),
+            model,
+            insecure,
+            headers: header,
+            api_key_env: Some(api_key_env),
+        }),
         Command::Report {
             dir,
             template,
@@ -207,8 +223,9 @@ pub fn run(cli: Cli) -> Exit {
             let settings = crate::executor::RunSettings {
                 results_dir,
                 template: template.or_else(|| p.plan.report.template.clone()),
-                command: std::env::args().collect::<Vec<_>>().join(" "),
+                command: crate::redact::this_command(),
                 progress: !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                quiet,
                 resume,
                 junit,
             };

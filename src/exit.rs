@@ -17,6 +17,8 @@ pub enum Exit {
     SloViolated = 3,
     /// Measured, and a result regressed against the baseline.
     Regression = 4,
+    /// Stopped by Ctrl-C (SIGINT); what finished was saved (128 + SIGINT, as shells report it).
+    Interrupted = 130,
 }
 
 impl Exit {
@@ -25,9 +27,9 @@ impl Exit {
         self as u8
     }
 
-    /// How much a verdict outranks another when one run has several: a bad plan, then
-    /// a runtime error (the numbers are incomplete), then an SLO failure, then a
-    /// regression. The README states this order; the final line of `run` prints the
+    /// How much a verdict outranks another when one run has several: a bad plan, an
+    /// interruption, a runtime error (the numbers are incomplete), then an SLO failure,
+    /// then a regression. The README states this order; the final line of `run` prints the
     /// counts of both SLO failures and regressions, so neither hides the other.
     fn rank(self) -> u8 {
         match self {
@@ -35,7 +37,8 @@ impl Exit {
             Exit::Regression => 1,
             Exit::SloViolated => 2,
             Exit::Runtime => 3,
-            Exit::BadPlan => 4,
+            Exit::Interrupted => 4,
+            Exit::BadPlan => 5,
         }
     }
 
@@ -65,8 +68,9 @@ mod tests {
             Exit::BadPlan,
             Exit::SloViolated,
             Exit::Regression,
+            Exit::Interrupted,
         ];
-        assert_eq!(all.map(Exit::code), [0, 1, 2, 3, 4]);
+        assert_eq!(all.map(Exit::code), [0, 1, 2, 3, 4, 130]);
         assert_eq!(Exit::Regression.worst(Exit::SloViolated), Exit::SloViolated);
         assert_eq!(Exit::SloViolated.worst(Exit::Regression), Exit::SloViolated);
         assert_eq!(Exit::Runtime.worst(Exit::SloViolated), Exit::Runtime);

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod optimize;
 pub mod plan;
 pub mod planner;
+pub mod redact;
 pub mod report;
 pub mod results;
 pub mod rng;

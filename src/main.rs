@@ -6,6 +6,9 @@ use benchplan::exit::Exit;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // Before anything opens a socket: a high-concurrency case needs more than the
+    // usual soft limit of open files.
+    benchplan::load::fdlimit::raise();
     let cli = match benchplan::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

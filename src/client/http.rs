@@ -2,6 +2,18 @@
 
 use std::time::Duration;
 
+/// An error with its causes: reqwest's `error sending request` alone says nothing.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(c) = source {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        source = c.source();
+    }
+    s
+}
+
 /// Installs rustls' ring provider once per process (reqwest is built without a default one).
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();

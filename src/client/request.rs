@@ -24,6 +24,7 @@ use reqwest::header::HeaderMap;
 use super::backend::{RequestInput, build_body};
 use super::chunk::{self, Api};
 use super::h1;
+use super::http::error_chain;
 use super::sse::{SseEvent, SseParser};
 use crate::metrics::sample::{RequestError, Sample};
 use crate::plan::{Backend, CaseParams};
@@ -221,8 +222,26 @@ pub async fn send_with(
     if !out.sample.success {
         // vLLM's failed outputs keep no text (TTFT and ITL as measured).
         out.sample.text.clear();
+        // A server may echo a key in its error ("Incorrect API key provided: sk-…").
+        if let Some(e) = &mut out.sample.error {
+            e.message = scrub_secrets(&e.message, &target.headers);
+        }
     }
     out
+}
+
+/// `text` without the values of the sensitive headers (and a bearer token on its own).
+fn scrub_secrets(text: &str, headers: &HeaderMap) -> String {
+    let secrets: Vec<String> = headers
+        .values()
+        .filter(|v| v.is_sensitive())
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| {
+            let token = v.strip_prefix("Bearer ").map(str::to_string);
+            std::iter::once(v.to_string()).chain(token)
+        })
+        .collect();
+    crate::redact::scrub(text, &secrets)
 }
 
 /// A response being read: through reqwest or the native client.
@@ -258,7 +277,7 @@ impl Body<'_> {
                     Ok(Some((held, Instant::now())))
                 }
                 Ok(None) => Ok(None),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(error_chain(&e)),
             },
             Body::Native(r) => r.read_some().await.map_err(|e| e.to_string()),
         }
@@ -333,7 +352,7 @@ async fn open<'a>(
     }
     match req.send().await {
         Ok(r) => Ok(Body::Reqwest(r, bytes::Bytes::new())),
-        Err(e) => Err((classify(&e), e.to_string())),
+        Err(e) => Err((classify(&e), error_chain(&e))),
     }
 }
 

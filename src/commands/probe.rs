@@ -49,9 +49,14 @@ pub async fn check_model(r: &Resolved, svc: &Service) -> Result<(), String> {
     }
 }
 
-/// One small request with a case's backend, before any case runs.
+/// One small request with a case's backend, before any case runs; it gets a minute.
 pub async fn smoke(r: &Resolved, svc: &Service, params: &CaseParams) -> Result<(), String> {
-    let target = crate::load::target::target(r, svc, params);
+    let mut target = (*crate::load::target::target(r, svc, params)).clone();
+    target.limits = Limits {
+        total: Duration::from_secs(60),
+        idle: Duration::from_secs(60),
+        ..Limits::default()
+    };
     let input = RequestInput {
         prompt: Prompt::Text("Say hello.".into()),
         prompt_len: 3,
@@ -71,10 +76,11 @@ pub async fn smoke(r: &Resolved, svc: &Service, params: &CaseParams) -> Result<(
     }
 }
 
-async fn status(client: &reqwest::Client, url: &str) -> String {
+async fn status(client: &reqwest::Client, url: &str, headers: &HeaderMap) -> String {
     let t = Instant::now();
     match client
         .get(url)
+        .headers(headers.clone())
         .timeout(Duration::from_secs(10))
         .send()
         .await
@@ -88,7 +94,54 @@ async fn status(client: &reqwest::Client, url: &str) -> String {
     }
 }
 
-pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure: bool) -> Exit {
+/// How `probe` reaches a service.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeArgs {
+    pub url: String,
+    pub backend: Option<Backend>,
+    pub model: Option<String>,
+    pub insecure: bool,
+    /// `KEY=VALUE` headers sent with every request.
+    pub headers: Vec<String>,
+    /// The variable holding the API key (default OPENAI_API_KEY).
+    pub api_key_env: Option<String>,
+}
+
+pub fn run(args: ProbeArgs) -> Exit {
+    let ProbeArgs {
+        url,
+        backend,
+        model,
+        insecure,
+        headers: header_args,
+        api_key_env,
+    } = args;
+    let mut svc = Service {
+        api_key_env,
+        ..Service::default()
+    };
+    for kv in &header_args {
+        match kv.split_once('=') {
+            Some((k, v)) => {
+                svc.headers
+                    .insert(k.trim().to_string(), v.trim().to_string());
+            }
+            None => {
+                eprintln!(
+                    "error: --header `{}` is not KEY=VALUE",
+                    crate::redact::REDACTED
+                );
+                return Exit::BadPlan;
+            }
+        }
+    }
+    let headers = match crate::load::target::headers(&svc) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::BadPlan;
+        }
+    };
     let base = url.trim_end_matches('/').to_string();
     crate::load::runtime(false).block_on(async move {
         let client = match crate::client::http::build_client(insecure, None) {
@@ -102,11 +155,12 @@ pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure:
         println!(
             "{:<12}/health {}, /health/ready {}",
             "health:",
-            status(&client, &format!("{base}/health")).await,
-            status(&client, &format!("{base}/health/ready")).await
+            status(&client, &format!("{base}/health"), &headers).await,
+            status(&client, &format!("{base}/health/ready"), &headers).await
         );
         let models: Value = match client
             .get(format!("{base}/v1/models"))
+            .headers(headers.clone())
             .timeout(Duration::from_secs(10))
             .send()
             .await
@@ -114,7 +168,17 @@ pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure:
             Ok(r) if r.status().is_success() => {
                 serde_json::from_slice(&r.bytes().await.unwrap_or_default()).unwrap_or_default()
             }
-            _ => Value::Null,
+            Ok(r) => {
+                let code = r.status().as_u16();
+                let hint = if code == 401 || code == 403 {
+                    " (check that the key's variable, --api-key-env or OPENAI_API_KEY, holds the right key, or pass --header)"
+                } else {
+                    ""
+                };
+                println!("{:<12}/v1/models answered HTTP {code}{hint}", "models:");
+                Value::Null
+            }
+            Err(_) => Value::Null,
         };
         match models["data"].as_array() {
             Some(list) if !list.is_empty() => {
@@ -134,6 +198,7 @@ pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure:
         }
         if let Ok(r) = client
             .get(format!("{base}/version"))
+            .headers(headers.clone())
             .timeout(Duration::from_secs(10))
             .send()
             .await
@@ -148,7 +213,7 @@ pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure:
         }
         let model = match model {
             Some(m) => m,
-            None => match discover_model(&client, &base, &HeaderMap::new()).await {
+            None => match discover_model(&client, &base, &headers).await {
                 Ok((id, _)) => id,
                 Err(_) => {
                     println!("{:<12}no model known: give --model", "smoke:");
@@ -173,7 +238,7 @@ pub fn run(url: &str, backend: Option<Backend>, model: Option<String>, insecure:
                 base.clone(),
                 b,
                 model.clone(),
-                HeaderMap::new(),
+                headers.clone(),
                 client.clone(),
                 Limits {
                     total: Duration::from_secs(60),

@@ -21,50 +21,58 @@ fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
         .unwrap_or_default();
     let mut views = Vec::new();
     let mut rows = Vec::new();
-    let listed: Vec<(String, String, Option<String>)> = match manifest["cases"].as_array() {
-        Some(cases) => cases
-            .iter()
-            .map(|c| {
-                (
-                    c["id"].as_str().unwrap_or("").to_string(),
-                    c["service"].as_str().unwrap_or("").to_string(),
-                    c["error"].as_str().map(str::to_string),
-                )
-            })
-            .collect(),
-        None => results
-            .iter()
-            .map(|(id, r)| {
-                (
-                    id.clone(),
-                    r.get("model_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                    None,
-                )
-            })
-            .collect(),
-    };
+    let listed: Vec<(String, String, Option<String>, Option<String>)> =
+        match manifest["cases"].as_array() {
+            Some(cases) => cases
+                .iter()
+                .map(|c| {
+                    (
+                        c["id"].as_str().unwrap_or("").to_string(),
+                        c["service"].as_str().unwrap_or("").to_string(),
+                        c["error"].as_str().map(str::to_string),
+                        c["status"].as_str().map(str::to_string),
+                    )
+                })
+                .collect(),
+            None => results
+                .iter()
+                .map(|(id, r)| {
+                    (
+                        id.clone(),
+                        r.get("model_id")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                        None,
+                        Some("ok".into()),
+                    )
+                })
+                .collect(),
+        };
     if listed.is_empty() {
         return Err(format!("{} holds no result files", dir.display()));
     }
-    for (id, service, error) in listed {
+    for (id, service, error, status) in listed {
         let r = results.get(&id);
-        let error = if r.is_none() {
-            Some(error.unwrap_or_else(|| "no result file".into()))
-        } else {
-            None
+        // A killed run leaves `pending` cases: they did not fail, they never finished.
+        let status = match (status.as_deref(), r) {
+            (Some("pending") | None, None) => "unfinished".to_string(),
+            (Some(s), _) => s.to_string(),
+            (None, Some(_)) => "ok".to_string(),
         };
-        views.push(case_view(&id, &service, r, error));
+        let error = match (&error, r, status.as_str()) {
+            (Some(e), _, _) => Some(e.clone()),
+            (None, None, "unfinished") => {
+                Some("unfinished: the run stopped before this case ended".into())
+            }
+            (None, None, _) => Some("no result file".into()),
+            (None, Some(_), _) => None,
+        };
+        views.push(case_view(&id, &service, &status, r, error));
         rows.push(Row {
             id: id.clone(),
             service,
-            status: if r.is_some() {
-                "ok".into()
-            } else {
-                "failed".into()
-            },
+            status,
             result: r.cloned(),
         });
     }
@@ -101,11 +109,7 @@ fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
         command: s("command"),
         services: Vec::new(),
         slos,
-        failed_cases: views
-            .iter()
-            .filter(|v| v.status == "failed")
-            .cloned()
-            .collect(),
+        failed_cases: views.iter().filter(|v| v.status != "ok").cloned().collect(),
         slo_failures: views.iter().filter(|v| v.slo_pass == Some(false)).count(),
         cases: views,
         recommendation,
@@ -123,15 +127,38 @@ pub fn run(dir: &Path, template: Option<PathBuf>, format: &str) -> Exit {
             return Exit::BadPlan;
         }
     };
+    let code = report_as(dir, &view, &rows, template, format);
+    let unfinished = view
+        .cases
+        .iter()
+        .filter(|c| c.status == "unfinished")
+        .count();
+    if code.is_ok() && unfinished > 0 {
+        eprintln!(
+            "error: {unfinished} case(s) never finished (the run was stopped); `benchplan run PLAN --resume {}` finishes them",
+            dir.display()
+        );
+        return Exit::Runtime;
+    }
+    code
+}
+
+fn report_as(
+    dir: &Path,
+    view: &ReportView,
+    rows: &[Row],
+    template: Option<PathBuf>,
+    format: &str,
+) -> Exit {
     match format {
         "json" => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&view).expect("view serialises")
+                serde_json::to_string_pretty(view).expect("view serialises")
             );
             Exit::Ok
         }
-        "csv" => match crate::report::csv::summary_csv(&rows) {
+        "csv" => match crate::report::csv::summary_csv(rows) {
             Ok(c) => {
                 print!("{c}");
                 Exit::Ok
@@ -146,7 +173,7 @@ pub fn run(dir: &Path, template: Option<PathBuf>, format: &str) -> Exit {
                 template,
                 ..RunSettings::default()
             };
-            write_reports(dir, &view, &rows, &settings, Path::new("."))
+            write_reports(dir, view, rows, &settings, Path::new("."))
         }
         other => {
             eprintln!("error: unknown --format `{other}`; use md, csv or json");

@@ -1,40 +1,43 @@
-//! `benchplan run`: every case of a plan into a
+//! `benchplan run`: every case of a plan into a new
 //! `bench_results/batch/batch_YYYYMMDD_HHMMSS/` folder, persisted as each case
 //! finishes (whole files only), then summary.csv and report.md, an optional
 //! comparison with a baseline run, JUnit XML, and an exit code.
 //!
-//! Services are resolved once before any case runs: simulators start in-process,
-//! external ones must answer /v1/models with the model the plan names, so a dead or
-//! wrong service stops the run with a clear error before traffic.
+//! Services are brought up before their cases ([`services`]): one that does not come
+//! up fails its own cases and the others run. Ctrl-C drains the running cases (their
+//! partial results are kept), starts no new one, and still writes the report.
 
+pub mod case;
+pub mod folder;
 pub mod parallel;
 pub mod resume;
+pub mod services;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
 
 use crate::exit::Exit;
-use crate::load::case::execute;
-use crate::load::run::RunOptions;
-use crate::load::target::{Resolved, resolve};
-use crate::planner::{Case, Planned};
+use crate::load::stop::Stop;
+use crate::planner::Planned;
 use crate::report::csv::Row;
-use crate::report::view::{ReportView, ServiceView, case_view, recommend, verdicts};
-use crate::results::vllm_json::{Header, result_json};
+use crate::report::view::{ReportView, ServiceView, case_view, recommend};
 use crate::results::write::write_atomic;
 use crate::timefmt;
+use case::Status;
 
 /// How `run` was asked to behave beyond the plan.
 #[derive(Debug, Clone, Default)]
 pub struct RunSettings {
     pub results_dir: Option<PathBuf>,
     pub template: Option<PathBuf>,
+    /// The command line, secrets redacted.
     pub command: String,
     pub progress: bool,
+    /// No progress lines on stderr (the log file still gets them).
+    pub quiet: bool,
     /// Finish an earlier run in this folder instead of starting a new one.
     pub resume: Option<PathBuf>,
     pub junit: Option<PathBuf>,
@@ -58,6 +61,45 @@ pub fn plan_hash(planned: &Planned) -> String {
     format!("{:016x}", crate::hash::fnv1a64(ids.join("\n").as_bytes()))
 }
 
+/// The run's interrupt: Ctrl-C drains every running case and starts no new one; a
+/// second Ctrl-C abandons what is still in flight.
+#[derive(Debug, Default)]
+pub struct RunControl {
+    run: Stop,
+    cases: Mutex<Vec<Stop>>,
+}
+
+impl RunControl {
+    /// A stop signal for a case starting now (already drained after an interrupt).
+    pub fn case_stop(&self) -> Stop {
+        let s = Stop::new();
+        if self.run.draining() {
+            s.drain();
+        }
+        let mut cases = self.cases.lock().expect("stop list");
+        cases.retain(|c| !c.aborted());
+        cases.push(s.clone());
+        s
+    }
+
+    pub fn interrupted(&self) -> bool {
+        self.run.draining()
+    }
+
+    /// Ctrl-C: drain (the first time) or abort (the second).
+    pub fn interrupt(&self) {
+        let again = self.run.draining();
+        self.run.drain();
+        for c in self.cases.lock().expect("stop list").iter() {
+            if again {
+                c.abort();
+            } else {
+                c.drain();
+            }
+        }
+    }
+}
+
 /// Runs a validated plan. Returns the exit code.
 pub fn run(planned: &Planned, settings: &RunSettings) -> Exit {
     let any_sim = planned.plan.services.values().any(|s| s.is_sim());
@@ -65,113 +107,16 @@ pub fn run(planned: &Planned, settings: &RunSettings) -> Exit {
         .block_on(run_async(planned, settings))
 }
 
-/// One finished case: its result JSON, or why it has none.
-pub type CaseOutcome = (Option<Map<String, Value>>, Option<String>);
-
-/// Runs one case (all its repeats) and writes its result file(s).
-pub async fn run_case(
+/// The run folder: a resumed one with what it finished, or a new one.
+fn run_folder(
     planned: &Planned,
-    case: &Case,
-    resolved: &Resolved,
-    dir: &Path,
-    progress: bool,
-) -> CaseOutcome {
-    let plan = &planned.plan;
-    let svc = &plan.services[&case.service];
-    let opts = RunOptions {
-        progress,
-        ..RunOptions::default()
-    };
-    let repeats = plan.execution.repeats.max(1);
-    // Like vLLM's sweep: start each case with a cold prefix cache, so a case does not
-    // measure the prompts of the one before. Best effort: not every server has the endpoint.
-    let reset = resolved
-        .client
-        .post(format!("{}/reset_prefix_cache", resolved.base_url))
-        .headers(resolved.headers.clone())
-        .timeout(std::time::Duration::from_secs(10))
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success());
-    let mut results: Vec<Map<String, Value>> = Vec::new();
-    for rep in 1..=repeats {
-        let outcome = match plan.execution.timeout {
-            Some(t) => tokio::time::timeout(t.0, execute(resolved, svc, &case.params, &opts))
-                .await
-                .unwrap_or_else(|_| Err(format!("the case did not finish within {t}"))),
-            None => execute(resolved, svc, &case.params, &opts).await,
-        };
-        let res = match outcome {
-            Ok(r) => r,
-            Err(e) => return (None, Some(e)),
-        };
-        let header = Header {
-            date: timefmt::stamp_dash(SystemTime::now()),
-            label: Some(case.id.clone()),
-            model_id: resolved.model_root.clone(),
-            tokenizer_id: Some(resolved.tokenizer_id.clone()),
-        };
-        let mut extras = res.extras(&case.params, reset);
-        extras.insert("case_id".into(), json!(case.id));
-        extras.insert("service".into(), json!(case.service));
-        extras.insert("repeat".into(), json!(rep));
-        extras.insert(
-            "params".into(),
-            serde_json::to_value(&case.params).expect("params serialise"),
-        );
-        extras.insert(
-            "slo_verdicts".into(),
-            json!(verdicts(&res.summary, &planned.slos)),
-        );
-        let result = result_json(
-            &header,
-            &case.params,
-            &res.summary,
-            res.multi_turn.as_ref(),
-            false,
-            extras,
-        );
-        if repeats > 1 {
-            let path = dir.join(format!("{}.rep{rep}.json", case.id));
-            if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {
-                return (None, Some(format!("cannot write {}: {e}", path.display())));
-            }
-        }
-        results.push(result);
-    }
-    let result = if results.len() == 1 {
-        results.pop().expect("one result")
-    } else {
-        resume::mean_of(&results)
-    };
-    let path = dir.join(format!("{}.json", case.id));
-    match write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {
-        Ok(()) => (Some(result), None),
-        Err(e) => (None, Some(format!("cannot write {}: {e}", path.display()))),
-    }
-}
-
-async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
-    let plan = &planned.plan;
-    let started = SystemTime::now();
-    let base = settings
-        .results_dir
-        .clone()
-        .unwrap_or_else(|| plan.execution.results_dir.clone());
+    settings: &RunSettings,
+    started: SystemTime,
+) -> Result<(PathBuf, resume::Finished), Exit> {
     let hash = plan_hash(planned);
-
-    // A resumed run keeps what its manifest says finished; everything else runs again.
-    let mut done: HashMap<String, Map<String, Value>> = HashMap::new();
-    let dir = match &settings.resume {
-        Some(d) => match resume::finished_cases(
-            d,
-            &hash,
-            &planned
-                .cases
-                .iter()
-                .map(|c| c.id.as_str())
-                .collect::<Vec<_>>(),
-        ) {
+    if let Some(d) = &settings.resume {
+        let ids: Vec<&str> = planned.cases.iter().map(|c| c.id.as_str()).collect();
+        return match resume::finished_cases(d, &hash, &ids) {
             Ok(found) => {
                 eprintln!(
                     "resuming {}: {} of {} cases already finished",
@@ -179,121 +124,99 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
                     found.len(),
                     planned.cases.len()
                 );
-                done = found;
-                d.clone()
+                Ok((d.clone(), found))
             }
             Err(e) => {
                 eprintln!("error: cannot resume {}: {e}", d.display());
-                return Exit::BadPlan;
+                Err(Exit::BadPlan)
             }
-        },
-        None => base
-            .join("batch")
-            .join(format!("batch_{}", timefmt::stamp_underscore(started))),
-    };
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        eprintln!("error: cannot create {}: {e}", dir.display());
-        return Exit::Runtime;
+        };
     }
-    parallel::log(&dir, &format!("results: {}", dir.display()));
+    let base = settings
+        .results_dir
+        .clone()
+        .unwrap_or_else(|| planned.plan.execution.results_dir.clone());
+    match folder::new_run_dir(&base.join("batch"), started) {
+        Ok(d) => Ok((d, resume::Finished::new())),
+        Err(e) => {
+            eprintln!(
+                "error: cannot create a run folder under {}: {e}",
+                base.join("batch").display()
+            );
+            Err(Exit::Runtime)
+        }
+    }
+}
 
-    // Resolve every service that still has work: a dead one stops the run before any case.
-    let mut resolved: HashMap<String, Arc<Resolved>> = HashMap::new();
-    for case in planned.cases.iter().filter(|c| !done.contains_key(&c.id)) {
-        if resolved.contains_key(&case.service) {
-            continue;
-        }
-        let svc = &plan.services[&case.service];
-        let r = match resolve(svc, false, None).await {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("error: service `{}`: {e}", case.service);
-                return Exit::Runtime;
-            }
-        };
-        if let Err(e) = crate::commands::probe::check_model(&r, svc).await {
-            eprintln!("error: service `{}`: {e}", case.service);
-            return Exit::Runtime;
-        }
-        // An external service must answer one request before any case runs. (A simulator
-        // is ours: a faulty one is part of the plan, and its cases record their failures.)
-        if !svc.is_sim() {
-            if let Err(e) = crate::commands::probe::smoke(&r, svc, &case.params).await {
+async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
+    let plan = &planned.plan;
+    let started = SystemTime::now();
+    let (dir, done) = match run_folder(planned, settings, started) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    parallel::log(&dir, &format!("results: {}", dir.display()), settings.quiet);
+
+    let ctl = Arc::new(RunControl::default());
+    {
+        let ctl = ctl.clone();
+        tokio::spawn(async move {
+            while tokio::signal::ctrl_c().await.is_ok() {
                 eprintln!(
-                    "error: service `{}` did not answer a smoke request: {e}",
-                    case.service
+                    "\ninterrupted: no new case starts; the running ones stop sending and keep what finishes (Ctrl-C again to abandon it)"
                 );
-                return Exit::Runtime;
+                ctl.interrupt();
             }
-        }
-        resolved.insert(case.service.clone(), Arc::new(r));
+        });
     }
-    // Each service's identity as it reports it: /version where served.
-    let mut versions: HashMap<String, Value> = HashMap::new();
-    for (name, r) in &resolved {
-        let v = r
-            .client
-            .get(format!("{}/version", r.base_url))
-            .headers(r.headers.clone())
-            .timeout(std::time::Duration::from_secs(10))
-            .send()
-            .await
-            .ok()
-            .filter(|resp| resp.status().is_success());
-        let v = match v {
-            Some(resp) => serde_json::from_slice(&resp.bytes().await.unwrap_or_default())
-                .unwrap_or(Value::Null),
-            None => Value::Null,
-        };
-        versions.insert(name.clone(), v);
-    }
-    let services: Vec<ServiceView> = plan
+
+    let pending: Vec<&crate::planner::Case> = planned
+        .cases
+        .iter()
+        .filter(|c| !done.contains_key(&c.id))
+        .collect();
+    let services = services::prepare(planned, &pending).await;
+    let versions = services::versions(&services).await;
+    let service_views: Vec<ServiceView> = plan
         .services
         .keys()
-        .filter_map(|n| resolved.get(n).map(|r| (n, r)))
-        .map(|(n, r)| ServiceView {
-            name: n.clone(),
-            kind: if r.sim.is_some() {
-                "simulator".into()
-            } else {
-                "external".into()
+        .filter_map(|n| services.get(n).map(|r| (n, r)))
+        .map(|(n, r)| match r {
+            Ok(r) => ServiceView {
+                name: n.clone(),
+                kind: if r.sim.is_some() {
+                    "simulator".into()
+                } else {
+                    "external".into()
+                },
+                base_url: r.base_url.clone(),
+                model: r.model.clone(),
+                error: None,
             },
-            base_url: r.base_url.clone(),
-            model: r.model.clone(),
+            Err(e) => ServiceView {
+                name: n.clone(),
+                kind: if plan.services[n].is_sim() {
+                    "simulator".into()
+                } else {
+                    "external".into()
+                },
+                base_url: plan.services[n].base_url.clone().unwrap_or_default(),
+                model: plan.services[n].model.clone().unwrap_or_default(),
+                error: Some(e.clone()),
+            },
         })
         .collect();
 
-    let ext = match planned.source.format {
-        crate::plan::Format::Toml => "toml",
-        crate::plan::Format::Yaml => "yaml",
-    };
-    let cases_json: Vec<Value> = planned
-        .cases
-        .iter()
-        .map(|c| serde_json::to_value(c).expect("case serialises"))
-        .collect();
     if settings.resume.is_none() {
-        let writes = [
-            (
-                dir.join(format!("plan.{ext}")),
-                planned.source.text.clone().into_bytes(),
-            ),
-            (
-                dir.join("plan.resolved.json"),
-                json_bytes(&json!({"plan": plan, "cases": cases_json})),
-            ),
-        ];
-        for (path, bytes) in writes {
-            if let Err(e) = write_atomic(&path, &bytes) {
-                eprintln!("error: cannot write {}: {e}", path.display());
-                return Exit::Runtime;
-            }
+        if let Err(e) = folder::write_plan_copies(&dir, planned) {
+            eprintln!("error: {e}");
+            return Exit::Runtime;
         }
     }
     let mut manifest = json!({
-        "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"), "plan": plan.name, "plan_hash": hash,
+        "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"), "plan": plan.name, "plan_hash": plan_hash(planned),
         "command": settings.command, "host": host(), "started": timefmt::iso(started), "finished": null,
-        "services": services.iter().map(|s| (s.name.clone(), json!({"kind": s.kind, "base_url": s.base_url, "model": s.model, "version": versions.get(&s.name)}))).collect::<Map<String, Value>>(),
+        "services": service_views.iter().map(|s| (s.name.clone(), json!({"kind": s.kind, "base_url": s.base_url, "model": s.model, "version": versions.get(&s.name), "error": s.error}))).collect::<Map<String, Value>>(),
         "cases": planned.cases.iter().map(|c| {
             let finished = done.contains_key(&c.id);
             json!({"id": c.id, "service": c.service, "status": if finished { "ok" } else { "pending" },
@@ -305,66 +228,69 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         return Exit::Runtime;
     }
 
-    let outcomes = parallel::run_all(
+    let scope = parallel::Scope {
         planned,
-        &resolved,
-        &done,
-        &dir,
-        settings.progress,
-        &mut manifest,
-    )
-    .await;
+        services: &services,
+        done: &done,
+        dir: &dir,
+        progress: settings.progress,
+        quiet: settings.quiet,
+        ctl: &ctl,
+    };
+    let outcomes = parallel::run_all(scope, &mut manifest).await;
 
     let finished = SystemTime::now();
     manifest["finished"] = json!(timefmt::iso(finished));
+    manifest["interrupted"] = json!(ctl.interrupted());
     let _ = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest));
     let mut views = Vec::new();
     let mut rows = Vec::new();
     let mut runtime_error = false;
-    for (case, (result, error)) in planned.cases.iter().zip(outcomes) {
-        runtime_error |= error.is_some();
-        views.push(case_view(&case.id, &case.service, result.as_ref(), error));
+    for (case, o) in planned.cases.iter().zip(outcomes) {
+        runtime_error |=
+            matches!(o.status, Status::Failed | Status::TimedOut) || !o.problems.is_empty();
+        for p in &o.problems {
+            eprintln!("error: case {}: {p}", case.id);
+        }
+        views.push(case_view(
+            &case.id,
+            &case.service,
+            o.status.as_str(),
+            o.result.as_ref(),
+            o.error,
+        ));
         rows.push(Row {
             id: case.id.clone(),
             service: case.service.clone(),
-            status: if result.is_some() {
-                "ok".into()
-            } else {
-                "failed".into()
-            },
-            result,
+            status: o.status.as_str().into(),
+            result: o.result,
         });
     }
     let slo_failures = views.iter().filter(|v| v.slo_pass == Some(false)).count();
-    let (recommendation, no_recommendation) = match recommend(&views, !planned.slos.is_empty()) {
+    let (recommendation, no_recommendation) = match recommend(&views, planned.user_slos > 0) {
         Ok(r) => (Some(r), None),
         Err(why) => (None, Some(why)),
     };
-    let report = ReportView {
+    let mut report = ReportView {
         plan: plan.name.clone().unwrap_or_default(),
         description: plan.description.clone(),
         started: timefmt::iso(started),
         finished: timefmt::iso(finished),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         command: settings.command.clone(),
-        services,
+        services: service_views,
         slos: planned
             .slos
             .iter()
             .map(|(s, _)| format!("{} {} {}{}", s.key, s.op.symbol(), s.threshold, s.unit()))
             .collect(),
-        failed_cases: views
-            .iter()
-            .filter(|v| v.status == "failed")
-            .cloned()
-            .collect(),
+        failed_cases: views.iter().filter(|v| v.status != "ok").cloned().collect(),
         cases: views,
         recommendation,
         no_recommendation,
         slo_failures,
         comparison: None,
     };
-    let mut report = report;
     let mut regression = false;
     if let Some(b) = &plan.report.baseline {
         if b.is_dir() {
@@ -400,15 +326,20 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         let _ = std::os::unix::fs::symlink(name, &latest);
     }
     eprintln!("report: {}", dir.join("report.md").display());
-    if runtime_error {
-        Exit::Runtime
-    } else if slo_failures > 0 {
-        Exit::SloViolated
-    } else if regression {
-        Exit::Regression
-    } else {
-        Exit::Ok
+    let mut code = Exit::Ok;
+    if regression {
+        code = code.worst(Exit::Regression);
     }
+    if slo_failures > 0 {
+        code = code.worst(Exit::SloViolated);
+    }
+    if runtime_error {
+        code = code.worst(Exit::Runtime);
+    }
+    if ctl.interrupted() {
+        code = code.worst(Exit::Interrupted);
+    }
+    code
 }
 
 /// Renders report.md (the plan's or the built-in template) and summary.csv into `dir`,

@@ -1,15 +1,18 @@
 //! Running the cases: one at a time in plan order, or up to `execution.parallel` at
 //! once, but never two on one service unless the plan allows it (two loads on one
-//! endpoint disturb each other's measurements).
+//! endpoint disturb each other's measurements). A case whose service is unavailable
+//! fails without traffic; after an interrupt no new case starts.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::{CaseOutcome, json_bytes, run_case};
-use crate::load::target::Resolved;
+use super::case::{CaseOutcome, Status, run_case};
+use super::resume::Finished;
+use super::services::Services;
+use super::{RunControl, json_bytes};
 use crate::planner::Planned;
 use crate::results::write::write_atomic;
 
@@ -23,9 +26,12 @@ fn hms(secs: f64) -> String {
     }
 }
 
-/// Prints a progress line and appends it to bench_results/logs/<run folder>.log.
-pub fn log(dir: &Path, line: &str) {
-    eprintln!("{line}");
+/// Prints a progress line (unless quiet) and appends it to
+/// bench_results/logs/<run folder>.log.
+pub fn log(dir: &Path, line: &str, quiet: bool) {
+    if !quiet {
+        eprintln!("{line}");
+    }
     let (Some(batch), Some(name)) = (dir.parent().and_then(Path::parent), dir.file_name()) else {
         return;
     };
@@ -41,64 +47,122 @@ pub fn log(dir: &Path, line: &str) {
     }
 }
 
+/// The manifest's entry for a case.
+pub fn manifest_entry(id: &str, service: &str, o: &CaseOutcome) -> Value {
+    let slo_pass = o
+        .result
+        .as_ref()
+        .and_then(|r| r.get("benchplan"))
+        .and_then(|b| b.get("slo_verdicts"))
+        .and_then(Value::as_array)
+        .map(|v| v.iter().all(|x| x.get("pass") == Some(&Value::Bool(true))));
+    json!({
+        "id": id, "service": service, "status": o.status.as_str(),
+        "file": o.result.as_ref().map(|_| format!("{id}.json")), "error": o.error,
+        "slo_pass": slo_pass,
+    })
+}
+
 fn record(manifest: &mut Value, i: usize, id: &str, service: &str, o: &CaseOutcome, dir: &Path) {
-    let slo_pass =
-        o.0.as_ref()
-            .and_then(|r| r.get("benchplan"))
-            .and_then(|b| b.get("slo_verdicts"))
-            .and_then(Value::as_array)
-            .map(|v| v.iter().all(|x| x.get("pass") == Some(&Value::Bool(true))));
-    manifest["cases"][i] = json!({
-        "id": id, "service": service, "status": if o.0.is_some() { "ok" } else { "failed" },
-        "file": o.0.as_ref().map(|_| format!("{id}.json")), "error": o.1, "slo_pass": slo_pass,
-    });
+    manifest["cases"][i] = manifest_entry(id, service, o);
     if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(manifest)) {
         eprintln!("warning: cannot update the manifest: {e}");
     }
 }
 
+/// The line after a case: what it measured, how long it took and what is left.
+fn done_line(o: &CaseOutcome, took: f64, eta: Option<f64>) -> String {
+    let what = match (&o.result, o.status) {
+        (Some(r), _) => {
+            let n = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
+            let failed = r
+                .get("failed")
+                .or_else(|| r.get("benchplan").and_then(|b| b.get("failed")))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            format!("{} ok, {failed} failed", n("completed"))
+        }
+        (None, s) => s.as_str().to_string(),
+    };
+    let eta = eta.map_or_else(String::new, |s| format!(", ETA {}", hms(s)));
+    format!("  {what} in {}{eta}", hms(took))
+}
+
+/// What the cases of a run share.
+pub struct Scope<'a> {
+    pub planned: &'a Planned,
+    pub services: &'a Services,
+    /// Cases an earlier run finished (resume).
+    pub done: &'a Finished,
+    pub dir: &'a Path,
+    pub progress: bool,
+    pub quiet: bool,
+    pub ctl: &'a Arc<RunControl>,
+}
+
 /// Runs every case not in `done`; returns one outcome per case, in plan order.
-pub async fn run_all(
-    planned: &Planned,
-    resolved: &HashMap<String, Arc<Resolved>>,
-    done: &HashMap<String, Map<String, Value>>,
-    dir: &Path,
-    progress: bool,
-    manifest: &mut Value,
-) -> Vec<CaseOutcome> {
+pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome> {
+    let Scope {
+        planned,
+        services,
+        done,
+        dir,
+        progress,
+        quiet,
+        ctl,
+    } = scope;
     let ex = &planned.plan.execution;
     let total = planned.cases.len();
     let mut out: Vec<Option<CaseOutcome>> = planned
         .cases
         .iter()
-        .map(|c| done.get(&c.id).map(|r| (Some(r.clone()), None)))
+        .map(|c| done.get(&c.id).map(|r| CaseOutcome::finished(r.clone())))
         .collect();
     let todo: Vec<usize> = (0..total).filter(|i| out[*i].is_none()).collect();
+    // A case of an unavailable service fails at once, without traffic.
+    let mut runnable = Vec::new();
+    for i in todo {
+        let case = &planned.cases[i];
+        match &services[&case.service] {
+            Ok(_) => runnable.push(i),
+            Err(e) => {
+                let o =
+                    CaseOutcome::failed(format!("service `{}` is unavailable: {e}", case.service));
+                record(manifest, i, &case.id, &case.service, &o, dir);
+                out[i] = Some(o);
+            }
+        }
+    }
+    let resolved = |name: &str| services[name].as_ref().expect("runnable").clone();
+    // ETA from the measured pace, per request: cases differ in size.
+    let prompts = |i: usize| planned.cases[i].params.num_prompts.max(1) as f64;
+    let mut left: f64 = runnable.iter().map(|&i| prompts(i)).sum();
+    let (mut spent, mut measured) = (0.0f64, 0.0f64);
+    let t0 = std::time::Instant::now();
 
     if ex.parallel <= 1 {
-        let t0 = std::time::Instant::now();
-        for (n, &i) in todo.iter().enumerate() {
+        for (n, &i) in runnable.iter().enumerate() {
             let case = &planned.cases[i];
+            if ctl.interrupted() {
+                break;
+            }
             if n > 0 && !ex.cooldown.0.is_zero() {
                 tokio::time::sleep(ex.cooldown.0).await;
             }
-            let eta =
-                (n > 0).then(|| t0.elapsed().as_secs_f64() / n as f64 * (todo.len() - n) as f64);
-            log(
-                dir,
-                &format!(
-                    "[{}/{total}] {}{}",
-                    i + 1,
-                    case.id,
-                    eta.map_or_else(String::new, |s| format!(" (ETA {})", hms(s)))
-                ),
-            );
-            let o = run_case(planned, case, &resolved[&case.service], dir, progress).await;
-            if let Some(e) = &o.1 {
-                log(dir, &format!("  case failed: {e}"));
+            log(dir, &format!("[{}/{total}] {}", i + 1, case.id), quiet);
+            let started = std::time::Instant::now();
+            let o = run_case(planned, case, &resolved(&case.service), dir, progress, ctl).await;
+            let took = started.elapsed().as_secs_f64();
+            left -= prompts(i);
+            spent += took;
+            measured += prompts(i);
+            let eta = (left > 0.0).then(|| spent / measured * left);
+            log(dir, &done_line(&o, took, eta), quiet);
+            if let Some(e) = &o.error {
+                log(dir, &format!("  case {}: {e}", o.status.as_str()), quiet);
             }
             record(manifest, i, &case.id, &case.service, &o, dir);
-            let failed = o.1.is_some();
+            let failed = matches!(o.status, Status::Failed | Status::TimedOut);
             out[i] = Some(o);
             if failed && !ex.continue_on_error {
                 eprintln!("stopping: continue_on_error is off");
@@ -113,13 +177,13 @@ pub async fn run_all(
         }
         let planned = Arc::new(planned.clone());
         let dir_owned = dir.to_path_buf();
-        let mut pending: Vec<usize> = todo;
+        let mut pending: Vec<usize> = runnable;
         let mut busy: HashSet<String> = HashSet::new();
         let mut set = tokio::task::JoinSet::new();
         let mut stop = false;
         while !pending.is_empty() || !set.is_empty() {
             // Start what may start: a free slot and, unless allowed, a free service.
-            while !stop && set.len() < ex.parallel as usize {
+            while !stop && !ctl.interrupted() && set.len() < ex.parallel as usize {
                 let Some(pos) = pending.iter().position(|&i| {
                     ex.allow_shared_service || !busy.contains(&planned.cases[i].service)
                 }) else {
@@ -131,40 +195,72 @@ pub async fn run_all(
                 log(
                     &dir_owned,
                     &format!("[{}/{total}] {} (started)", i + 1, case.id),
+                    quiet,
                 );
-                let (planned, r, dir) = (
+                let (planned, r, dir, ctl) = (
                     planned.clone(),
-                    resolved[&case.service].clone(),
+                    resolved(&case.service),
                     dir_owned.clone(),
+                    ctl.clone(),
                 );
                 set.spawn(async move {
-                    let o = run_case(&planned, &case, &r, &dir, false).await;
-                    (i, o)
+                    let t = std::time::Instant::now();
+                    let o = run_case(&planned, &case, &r, &dir, false, &ctl).await;
+                    (i, o, t.elapsed().as_secs_f64())
                 });
             }
             let Some(joined) = set.join_next().await else {
                 break;
             };
-            let (i, o) = joined.expect("a case task does not panic");
+            let (i, o, took) = match joined {
+                Ok(x) => x,
+                Err(e) => {
+                    // A case task that panicked: a bug, reported; the others go on.
+                    eprintln!("error: a case task failed: {e}");
+                    continue;
+                }
+            };
             let case = &planned.cases[i];
             busy.remove(&case.service);
-            if let Some(e) = &o.1 {
-                log(dir, &format!("  case {} failed: {e}", case.id));
-                stop |= !ex.continue_on_error;
+            left -= prompts(i);
+            measured += prompts(i);
+            let rate = t0.elapsed().as_secs_f64() / measured;
+            let eta = (left > 0.0).then_some(rate * left);
+            log(
+                dir,
+                &format!(
+                    "[{}/{total}] {} (finished){}",
+                    i + 1,
+                    case.id,
+                    done_line(&o, took, eta)
+                ),
+                quiet,
+            );
+            if let Some(e) = &o.error {
+                log(
+                    dir,
+                    &format!("  case {} {}: {e}", case.id, o.status.as_str()),
+                    quiet,
+                );
+                stop |=
+                    matches!(o.status, Status::Failed | Status::TimedOut) && !ex.continue_on_error;
             }
             record(manifest, i, &case.id, &case.service, &o, dir);
             out[i] = Some(o);
-            if stop && set.is_empty() {
+            if (stop || ctl.interrupted()) && set.is_empty() {
                 break;
             }
         }
     }
     out.into_iter()
         .map(|o| {
-            o.unwrap_or((
-                None,
-                Some("not run: an earlier case failed and continue_on_error is off".into()),
-            ))
+            o.unwrap_or_else(|| {
+                CaseOutcome::not_run(if ctl.interrupted() {
+                    "not run: the run was interrupted"
+                } else {
+                    "not run: an earlier case failed and continue_on_error is off"
+                })
+            })
         })
         .collect()
 }

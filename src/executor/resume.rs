@@ -7,13 +7,14 @@ use serde_json::{Map, Value, json};
 
 /// The finished cases of a run folder (by case id, with their results), after checking
 /// that the folder's plan is the current plan. A case is finished when its result file
-/// is there: files are renamed into place only when whole, so one that exists is complete
-/// (even if the run was killed before its manifest said so).
-pub fn finished_cases(
-    dir: &Path,
-    plan_hash: &str,
-    ids: &[&str],
-) -> Result<HashMap<String, Map<String, Value>>, String> {
+/// is there (files are renamed into place only when whole, so one that exists is
+/// complete, even if the run was killed before its manifest said so), unless the
+/// result is partial (timed out or interrupted) or fell below the success-rate floor:
+/// those run again.
+/// Finished cases' results by case id.
+pub type Finished = HashMap<String, Map<String, Value>>;
+
+pub fn finished_cases(dir: &Path, plan_hash: &str, ids: &[&str]) -> Result<Finished, String> {
     let text = std::fs::read_to_string(dir.join("manifest.json"))
         .map_err(|e| format!("no manifest.json there ({e})"))?;
     let manifest: Value =
@@ -37,12 +38,31 @@ pub fn finished_cases(
                 .and_then(|b| b.get("case_id"))
                 .and_then(Value::as_str)
                 == Some(id)
+                && complete(&r)
             {
                 out.insert(id.to_string(), r);
             }
         }
     }
     Ok(out)
+}
+
+/// Whether a result counts as finished for resume: whole (not interrupted, not timed
+/// out) and above the success-rate floor.
+fn complete(r: &Map<String, Value>) -> bool {
+    let b = r.get("benchplan");
+    let flag = |k: &str| b.and_then(|b| b.get(k)) == Some(&Value::Bool(true));
+    let floor_failed = b
+        .and_then(|b| b.get("slo_verdicts"))
+        .and_then(Value::as_array)
+        .is_some_and(|v| {
+            v.iter().any(|x| {
+                x.get("key").and_then(Value::as_str)
+                    == Some(crate::planner::check::MIN_SUCCESS_RATE)
+                    && x.get("pass") == Some(&Value::Bool(false))
+            })
+        });
+    !flag("interrupted") && !flag("timed_out") && !floor_failed
 }
 
 /// The mean of repeated results: numeric top-level keys averaged, the first result's

@@ -60,7 +60,41 @@ impl CaseResult {
         m.insert("smoke".into(), json!(self.run.smoke));
         m.insert("warmups_failed".into(), json!(self.run.warmups_failed));
         m.insert("deviations".into(), deviations::json(params, &facts));
+        let a = &self.run.accounting;
+        let mut req = serde_json::to_value(a).expect("accounting serialises");
+        req["balanced"] = json!(a.balanced());
+        m.insert("requests".into(), req);
+        m.insert("timed_out".into(), json!(self.run.timed_out));
         m
+    }
+
+    /// What makes this case's numbers untrustworthy as a tool result (each a reason to
+    /// exit 1): requests the client lost track of, client panics, no success at all.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let a = &self.run.accounting;
+        if !a.balanced() {
+            out.push(format!(
+                "{} of {} scheduled requests are unaccounted for (a benchplan bug; please report it)",
+                a.lost, a.scheduled
+            ));
+        }
+        if let Some(n) = self.summary.errors_by_kind.get("client_panic") {
+            out.push(format!(
+                "{n} request(s) ended in a panic of benchplan's client (a bug; please report it): {}",
+                self.summary
+                    .first_errors
+                    .get("client_panic")
+                    .map_or("", String::as_str)
+            ));
+        }
+        if self.summary.completed == 0 && !self.run.records.is_empty() {
+            out.push(format!(
+                "no request succeeded ({} failed)",
+                self.summary.failed
+            ));
+        }
+        out
     }
 }
 
@@ -71,6 +105,14 @@ pub async fn execute(
     params: &CaseParams,
     opts: &RunOptions,
 ) -> Result<CaseResult, String> {
+    // Before any traffic: the requests in flight must fit the open-file limit.
+    let in_flight = params
+        .max_concurrency
+        .or((!params.request_rate.is_finite()).then_some(params.num_prompts));
+    if let Some(n) = in_flight {
+        let each = if service.is_sim() { 2 } else { 1 };
+        super::fdlimit::check(n, each, super::fdlimit::current())?;
+    }
     if let Dataset::MultiTurn(d) = &params.dataset {
         return execute_conversations(resolved, service, params, d, opts).await;
     }

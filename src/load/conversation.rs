@@ -11,16 +11,19 @@
 //! when it was sent, after waiting for a conversation slot and a request slot.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
+use super::guard::CatchPanic;
+use super::prepare::{panicked, prepare, prewarm};
 use super::run::{
-    CaseRun, RunError, RunOptions, collect, prepare, prewarm, schedule, wait_unless_stopped,
+    Accounting, CaseRun, RunError, RunOptions, collect, schedule, wait_unless_stopped,
 };
+use super::stop::Stop;
 use crate::client::backend::{Prompt, RequestInput, build_body};
 use crate::client::request::{Target, send_with};
 use crate::dataset::conversations::{Conversation, Conversations, History};
@@ -70,7 +73,11 @@ struct Shared {
     first_index: Vec<usize>,
     prefix: String,
     start: Instant,
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    stop: Stop,
+    /// Turns sent so far (for the progress bar's in-flight count).
+    released: Arc<AtomicU64>,
+    /// Turns never sent because a failed turn ended their conversation.
+    skipped: Arc<AtomicU64>,
     tx: tokio::sync::mpsc::UnboundedSender<RequestRecord>,
 }
 
@@ -102,8 +109,13 @@ fn add_headers(h: &mut HeaderMap, pairs: &[(String, String)]) {
 
 async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f64) {
     let conv = &shared.convs.list[ci];
+    let stop = &shared.stop;
     let _slot = match &shared.conversations {
-        Some(s) => Some(s.acquire().await.expect("semaphore open")),
+        Some(s) => tokio::select! {
+            biased;
+            _ = stop.until_draining() => return,
+            p = s.acquire() => Some(p.expect("semaphore open")),
+        },
         None => None,
     };
     let mut rng = Rng::new(shared.params.seed ^ (ci as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -117,12 +129,16 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
             let now = shared.start.elapsed().as_secs_f64();
             scheduled = now + pause.as_secs_f64();
             if !pause.is_zero() {
-                tokio::time::sleep(pause).await;
+                tokio::select! {
+                    biased;
+                    _ = stop.until_draining() => return,
+                    _ = tokio::time::sleep(pause) => {}
+                }
             }
             dispatched = shared.start.elapsed().as_secs_f64();
         }
-        if shared.stop.load(Ordering::Relaxed) {
-            return;
+        if stop.draining() {
+            return; // the rest of the conversation is cancelled
         }
         if shared.convs.history == History::None {
             messages.clear();
@@ -150,10 +166,26 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
         let id = format!("{}conv{ci}-turn{k}", shared.prefix);
         let outcome = {
             let _permit = match &shared.requests {
-                Some(s) => Some(s.acquire().await.expect("semaphore open")),
+                Some(s) => tokio::select! {
+                    biased;
+                    _ = stop.until_draining() => return,
+                    p = s.acquire() => Some(p.expect("semaphore open")),
+                },
                 None => None,
             };
-            send_with(&shared.target, body, Some(&id), Some(headers)).await
+            if stop.draining() {
+                return;
+            }
+            shared.released.fetch_add(1, Ordering::Relaxed);
+            let send = CatchPanic::new(send_with(&shared.target, body, Some(&id), Some(headers)));
+            tokio::select! {
+                biased;
+                _ = stop.until_aborted() => return,
+                o = send => o.unwrap_or_else(|msg| crate::client::request::Outcome {
+                    sample: panicked(msg),
+                    ..Default::default()
+                }),
+            }
         };
         let since_start = |t: Instant| (t - shared.start).as_secs_f64();
         let start = outcome
@@ -189,7 +221,12 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
             }),
         });
         match reply {
-            None if !ok => return, // a failed turn ends its conversation
+            None if !ok => {
+                // A failed turn ends its conversation: the turns after it are not sent.
+                let rest = conv.turns.len() - k - 1;
+                shared.skipped.fetch_add(rest as u64, Ordering::Relaxed);
+                return;
+            }
             None => {}
             Some((text, tokens)) => {
                 messages.push(json!({"role": "assistant", "content": text}));
@@ -238,8 +275,9 @@ pub async fn run_conversations(
             params
                 .max_concurrency
                 .map_or(in_flight, |c| (c as usize).min(in_flight)),
+            opts,
         )
-        .await
+        .await?
     } else {
         0
     };
@@ -269,8 +307,11 @@ pub async fn run_conversations(
         prefix: opts.request_id_prefix.clone(),
         start,
         stop: opts.stop.clone(),
+        released: Arc::new(AtomicU64::new(0)),
+        skipped: Arc::new(AtomicU64::new(0)),
         tx,
     });
+    let released = shared.released.clone();
     let handle = tokio::runtime::Handle::current();
     // Conversation starts are released by a thread, for the same timer precision as
     // single-turn arrivals (see `run`).
@@ -291,19 +332,29 @@ pub async fn run_conversations(
             .expect("spawn the conversation dispatcher")
     };
     // The records channel closes when the dispatcher and every conversation have let go.
+    // (Holding `shared` would keep the records channel open.)
+    let skipped = shared.skipped.clone();
     drop(shared);
-    let (records, interrupted) = collect(rx, total, opts, start).await;
+    let collected = collect(rx, total, &released, opts, start).await;
     let duration = start.elapsed().as_secs_f64();
     let _ = dispatcher.join();
+    let accounting = Accounting::of(
+        total as u64,
+        &collected.records,
+        skipped.load(Ordering::Relaxed),
+        collected.interrupted,
+    );
     Ok(CaseRun {
-        records,
+        records: collected.records,
         started: start,
         prewarmed,
         rps_change_events: Vec::new(),
         duration,
         smoke,
         warmups_failed,
-        interrupted,
+        interrupted: collected.interrupted,
+        timed_out: collected.timed_out,
+        accounting,
         planned_turns,
     })
 }

@@ -3,8 +3,12 @@
 
 pub mod case;
 pub mod conversation;
+pub mod fdlimit;
+pub mod guard;
+pub mod prepare;
 pub mod run;
 pub mod schedule;
+pub mod stop;
 pub mod target;
 
 /// The runtime a command runs its traffic on. One thread when only the client runs:

@@ -1,22 +1,31 @@
-//! Runs one case against one target: ready check, smoke request, warmups, then the
-//! measured requests on their precomputed schedule under the concurrency cap.
+//! Runs one case against one target: the unmeasured requests first (`prepare`), then
+//! the measured requests on their precomputed schedule under the concurrency cap.
 //!
 //! A dedicated thread releases requests at their scheduled times (OS sleeps are
 //! precise to tens of microseconds; tokio's timer rounds to milliseconds) and hands
 //! each to the runtime. Each request records when it was scheduled, released, got a
 //! concurrency slot and was sent, so schedule lag and client queueing are reported.
+//!
+//! Every scheduled request ends as one record (completed, or failed with a kind; a
+//! panic in the client is a `client_panic` failure) or is counted as cancelled when
+//! the case stops early; the run checks that the counts add up. A stop drains (no new
+//! sends) and, after the grace period or at the case's deadline, aborts what is in
+//! flight, so nothing of a stopped case loads the server during the next one.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::Semaphore;
 
+use super::guard::CatchPanic;
+pub use super::prepare::{SMOKE_PREFIX, Smoke};
+use super::prepare::{panicked, prepare, prewarm};
 use super::schedule::{ScheduleSpec, arrival_offsets, rate_at};
+use super::stop::Stop;
 use crate::client::backend::RequestInput;
 use crate::client::request::{Target, send_input};
 use crate::metrics::record::RequestRecord;
-use crate::metrics::sample::Sample;
 use crate::plan::CaseParams;
 
 /// How a case runs, beyond its parameters.
@@ -26,10 +35,13 @@ pub struct RunOptions {
     pub smoke: bool,
     /// Show a progress bar on stderr.
     pub progress: bool,
-    /// Set to stop sending new requests (Ctrl-C).
-    pub stop: Arc<AtomicBool>,
-    /// How long to wait for requests in flight after a stop.
+    /// The case's stop signal (Ctrl-C drains it).
+    pub stop: Stop,
+    /// How long requests in flight may finish after a drain before they are abandoned.
     pub grace: Duration,
+    /// The case ends by then (`execution.timeout`): past it, what is in flight is
+    /// abandoned and what finished is kept.
+    pub deadline: Option<Instant>,
     /// Prefix of `x-request-id`.
     pub request_id_prefix: String,
     /// Open the connections the run will use before it starts, so TCP set-up is not
@@ -44,8 +56,9 @@ impl Default for RunOptions {
         RunOptions {
             smoke: true,
             progress: false,
-            stop: Arc::new(AtomicBool::new(false)),
+            stop: Stop::new(),
             grace: Duration::from_secs(5),
+            deadline: None,
             request_id_prefix: format!("benchplan-{:08x}-", std::process::id()),
             prewarm_connections: true,
             data_dir: std::path::PathBuf::from("."),
@@ -53,20 +66,53 @@ impl Default for RunOptions {
     }
 }
 
-/// The smoke request's result: reported, never measured.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Smoke {
-    pub ok: bool,
-    pub latency_ms: f64,
-    pub attempts: u32,
-    pub error: Option<String>,
-}
-
 /// A whole request rate a ramp-up reached, and when (vLLM's `rps_change_events`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RpsChange {
     pub rps: i64,
     pub at: SystemTime,
+}
+
+/// Where every scheduled request went: `completed + failed + cancelled + skipped`
+/// equals `scheduled` unless requests were lost (a bug, reported and exit 1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Accounting {
+    pub scheduled: u64,
+    pub completed: u64,
+    pub failed: u64,
+    /// Not sent, or abandoned in flight, because the case stopped early.
+    pub cancelled: u64,
+    /// Multi-turn: turns not sent because a failed turn ended their conversation.
+    pub skipped: u64,
+    /// Accounted for by none of the above.
+    pub lost: u64,
+}
+
+impl Accounting {
+    pub(crate) fn of(
+        scheduled: u64,
+        records: &[RequestRecord],
+        skipped: u64,
+        stopped: bool,
+    ) -> Accounting {
+        let completed = records.iter().filter(|r| r.sample.success).count() as u64;
+        let failed = records.len() as u64 - completed;
+        let rest = scheduled.saturating_sub(completed + failed + skipped);
+        Accounting {
+            scheduled,
+            completed,
+            failed,
+            cancelled: if stopped { rest } else { 0 },
+            skipped,
+            lost: if stopped { 0 } else { rest },
+        }
+    }
+
+    /// Every scheduled request accounted for.
+    pub fn balanced(&self) -> bool {
+        self.lost == 0
+            && self.completed + self.failed + self.cancelled + self.skipped == self.scheduled
+    }
 }
 
 /// What running a case produced.
@@ -83,8 +129,11 @@ pub struct CaseRun {
     pub duration: f64,
     pub smoke: Option<Smoke>,
     pub warmups_failed: u64,
-    /// Stopped early (Ctrl-C): the records hold what finished.
+    /// Stopped early (Ctrl-C or the deadline): the records hold what finished.
     pub interrupted: bool,
+    /// The case's deadline passed while it ran.
+    pub timed_out: bool,
+    pub accounting: Accounting,
     /// Multi-turn cases: the planned turns of each conversation (empty otherwise).
     pub planned_turns: Vec<u32>,
 }
@@ -98,17 +147,10 @@ pub enum RunError {
     Smoke { attempts: u32, error: String },
     #[error("the case has no requests")]
     Empty,
-}
-
-async fn one(target: &Target, params: &CaseParams, input: &RequestInput) -> Sample {
-    send_input(target, params, input, None, None).await.sample
-}
-
-fn last_error(o: &Sample) -> String {
-    o.error.as_ref().map_or_else(
-        || "unknown error".into(),
-        |e| format!("{}: {}", e.kind, e.message),
-    )
+    #[error("the case timed out during {0}, before any measured request")]
+    TimedOut(&'static str),
+    #[error("interrupted during {0}, before any measured request")]
+    Interrupted(&'static str),
 }
 
 /// The case's arrival offsets (seconds) for `n` arrivals.
@@ -134,97 +176,36 @@ fn schedule_spec(params: &CaseParams, n: usize) -> ScheduleSpec {
 
 /// Sleeps precisely until `deadline` (long gaps in slices, so a stop is noticed within
 /// 100 ms); false when a stop came first.
-pub(crate) fn wait_unless_stopped(deadline: Instant, stop: &AtomicBool) -> bool {
+pub(crate) fn wait_unless_stopped(deadline: Instant, stop: &Stop) -> bool {
     while deadline.saturating_duration_since(Instant::now()) > Duration::from_millis(100)
-        && !stop.load(Ordering::Relaxed)
+        && !stop.draining()
     {
         std::thread::sleep(Duration::from_millis(100));
     }
     crate::clock::sleep_until(deadline);
-    !stop.load(Ordering::Relaxed)
+    !stop.draining()
 }
 
-/// Put before the smoke request's texts (see `RequestInput::with_prefix`).
-pub const SMOKE_PREFIX: &str = "benchplan smoke check. ";
-
-/// The unmeasured requests before a run: the ready check and the warmups send `first`
-/// as vLLM sends its first request; the smoke request sends a prefixed copy.
-pub(crate) async fn prepare(
-    target: &Arc<Target>,
-    params: &Arc<CaseParams>,
-    first: &RequestInput,
-    sem: Option<&Arc<Semaphore>>,
-    opts: &RunOptions,
-) -> Result<(Option<Smoke>, u64), RunError> {
-    let ready = params.ready_check_timeout.as_secs_f64();
-    if ready > 0.0 {
-        let deadline = Instant::now() + Duration::from_secs_f64(ready);
-        loop {
-            let o = one(target, params, first).await;
-            if o.success {
-                break;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(RunError::NotReady(ready, last_error(&o)));
-            }
-            tokio::time::sleep((deadline - now).min(Duration::from_secs(5))).await;
-        }
+/// The record of a request whose client code panicked.
+pub(crate) fn panic_record(
+    index: usize,
+    scheduled: f64,
+    dispatched: f64,
+    input: &RequestInput,
+    message: String,
+) -> RequestRecord {
+    RequestRecord {
+        index,
+        scheduled,
+        dispatched,
+        start: dispatched,
+        written: None,
+        connect: None,
+        prompt_len: input.prompt_len,
+        expected_output_len: input.output_len,
+        sample: panicked(message),
+        turn: None,
     }
-
-    let mut smoke = None;
-    if opts.smoke {
-        // benchplan's own check (vLLM sends none): prefixed, so it warms no cache
-        // block a measured request would reuse.
-        let smoke_input = first.with_prefix(SMOKE_PREFIX);
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let t = Instant::now();
-            let o = one(target, params, &smoke_input).await;
-            if o.success {
-                smoke = Some(Smoke {
-                    ok: true,
-                    latency_ms: t.elapsed().as_secs_f64() * 1e3,
-                    attempts,
-                    error: None,
-                });
-                break;
-            }
-            // Transient errors (a 429, an injected fault) get two more tries; a dead endpoint fails the case.
-            if attempts >= 3 {
-                return Err(RunError::Smoke {
-                    attempts,
-                    error: last_error(&o),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    let mut warmups_failed = 0;
-    if params.num_warmups > 0 {
-        let tasks: Vec<_> = (0..params.num_warmups)
-            .map(|_| {
-                let (target, params, first, sem) =
-                    (target.clone(), params.clone(), first.clone(), sem.cloned());
-                tokio::spawn(async move {
-                    let _permit = match &sem {
-                        Some(s) => Some(s.acquire().await.expect("semaphore open")),
-                        None => None,
-                    };
-                    one(&target, &params, &first).await.success
-                })
-            })
-            .collect();
-        for t in tasks {
-            if !t.await.unwrap_or(false) {
-                warmups_failed += 1;
-            }
-        }
-    }
-
-    Ok((smoke, warmups_failed))
 }
 
 /// Runs the case. `inputs` holds one request per prompt (already built).
@@ -245,8 +226,9 @@ pub async fn run_case(
         prewarm(
             &target,
             params.max_concurrency.map_or(n, |c| (c as usize).min(n)),
+            opts,
         )
-        .await
+        .await?
     } else {
         0
     };
@@ -262,7 +244,9 @@ pub async fn run_case(
         .ramp_up_strategy
         .is_some()
         .then(|| schedule_spec(&params, n));
+    let released = Arc::new(AtomicU64::new(0));
     let dispatcher = {
+        let released = released.clone();
         let (target, params, inputs, offsets, stop, prefix) = (
             target.clone(),
             params.clone(),
@@ -297,38 +281,63 @@ pub async fn run_case(
                             *last = now;
                         }
                     }
-                    let (target, params, inputs, sem, tx, id) = (
+                    released.fetch_add(1, Ordering::Relaxed);
+                    let (target, params, inputs, sem, tx, id, stop) = (
                         target.clone(),
                         params.clone(),
                         inputs.clone(),
                         sem.clone(),
                         tx.clone(),
                         format!("{prefix}{i}"),
+                        stop.clone(),
                     );
                     let scheduled = offsets[i];
+                    let measure = {
+                        let inputs = inputs.clone();
+                        async move {
+                            // A drained case sends nothing more: not even what waits for a slot.
+                            let _permit = match &sem {
+                                Some(s) => tokio::select! {
+                                    biased;
+                                    _ = stop.until_draining() => return None,
+                                    p = s.acquire() => Some(p.expect("semaphore open")),
+                                },
+                                None => None,
+                            };
+                            if stop.draining() {
+                                return None;
+                            }
+                            let input = &inputs[i];
+                            let outcome = tokio::select! {
+                                biased;
+                                _ = stop.until_aborted() => return None,
+                                o = send_input(&target, &params, input, Some(&id), None) => o,
+                            };
+                            let since_start = |t: Instant| (t - start).as_secs_f64();
+                            let sent = outcome
+                                .sent
+                                .map_or_else(|| since_start(Instant::now()), since_start);
+                            Some(RequestRecord {
+                                index: i,
+                                scheduled,
+                                dispatched,
+                                start: sent,
+                                written: outcome.written.map(since_start),
+                                connect: outcome.connect.map(|d| d.as_secs_f64()),
+                                prompt_len: input.prompt_len,
+                                expected_output_len: input.output_len,
+                                sample: outcome.sample,
+                                turn: None,
+                            })
+                        }
+                    };
                     handle.spawn(async move {
-                        let _permit = match &sem {
-                            Some(s) => Some(s.acquire().await.expect("semaphore open")),
-                            None => None,
+                        let record = match CatchPanic::new(measure).await {
+                            Ok(Some(r)) => r,
+                            Ok(None) => return, // cancelled by a stop: counted, not measured
+                            Err(msg) => panic_record(i, scheduled, dispatched, &inputs[i], msg),
                         };
-                        let input = &inputs[i];
-                        let outcome = send_input(&target, &params, input, Some(&id), None).await;
-                        let since_start = |t: Instant| (t - start).as_secs_f64();
-                        let sent = outcome
-                            .sent
-                            .map_or_else(|| since_start(Instant::now()), since_start);
-                        let _ = tx.send(RequestRecord {
-                            index: i,
-                            scheduled,
-                            dispatched,
-                            start: sent,
-                            written: outcome.written.map(since_start),
-                            connect: outcome.connect.map(|d| d.as_secs_f64()),
-                            prompt_len: input.prompt_len,
-                            expected_output_len: input.output_len,
-                            sample: outcome.sample,
-                            turn: None,
-                        });
+                        let _ = tx.send(record);
                     });
                 }
                 rps_changes
@@ -336,34 +345,46 @@ pub async fn run_case(
             .expect("spawn the dispatcher thread")
     };
 
-    let (records, interrupted) = collect(rx, n, opts, start).await;
+    let collected = collect(rx, n, &released, opts, start).await;
     let duration = start.elapsed().as_secs_f64();
     let rps_change_events = dispatcher.join().unwrap_or_default();
+    let accounting = Accounting::of(n as u64, &collected.records, 0, collected.interrupted);
     Ok(CaseRun {
-        records,
+        records: collected.records,
         started: start,
         prewarmed,
         rps_change_events,
         duration,
         smoke,
         warmups_failed,
-        interrupted,
+        interrupted: collected.interrupted,
+        timed_out: collected.timed_out,
+        accounting,
         planned_turns: vec![],
     })
 }
 
-/// Gathers records, with a progress bar, until every sender is done or a stop's grace
-/// runs out; sorted by index.
+/// What `collect` gathered.
+pub(crate) struct Collected {
+    pub records: Vec<RequestRecord>,
+    pub interrupted: bool,
+    pub timed_out: bool,
+}
+
+/// Gathers records, with a progress bar, until every request task has ended. A drain
+/// (Ctrl-C) becomes an abort after the grace period; the deadline aborts at once.
+/// Sorted by index.
 pub(crate) async fn collect(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<RequestRecord>,
     n: usize,
+    released: &AtomicU64,
     opts: &RunOptions,
     start: Instant,
-) -> (Vec<RequestRecord>, bool) {
+) -> Collected {
     let bar = opts.progress.then(|| progress_bar(n as u64));
     let mut records = Vec::with_capacity(n);
-    let mut interrupted = false;
-    let mut stopped_at: Option<Instant> = None;
+    let (mut interrupted, mut timed_out) = (false, false);
+    let (mut drained_at, mut aborted_at): (Option<Instant>, Option<Instant>) = (None, None);
     let (mut errors, mut tokens) = (0u64, 0u64);
     loop {
         match tokio::time::timeout(Duration::from_millis(100), rx.recv()).await {
@@ -375,25 +396,40 @@ pub(crate) async fn collect(
                     .sample
                     .usage_completion
                     .unwrap_or(u64::from(r.sample.chunks));
-                if let Some(b) = &bar {
-                    b.inc(1);
-                    let secs = start.elapsed().as_secs_f64().max(1e-9);
-                    b.set_message(format!(
-                        "errors {errors} | {:.1} req/s | {:.0} tok/s",
-                        records.len() as f64 / secs,
-                        tokens as f64 / secs
-                    ));
-                }
                 records.push(r);
             }
-            Ok(None) => break, // every request answered and the dispatcher is done
+            Ok(None) => break, // every request task has ended and the dispatcher is done
             Err(_) => {}
         }
-        if opts.stop.load(Ordering::Relaxed) {
+        if let Some(b) = &bar {
+            b.set_position(records.len() as u64);
+            let secs = start.elapsed().as_secs_f64().max(1e-9);
+            let in_flight = released
+                .load(Ordering::Relaxed)
+                .saturating_sub(records.len() as u64);
+            b.set_message(format!(
+                "in flight {in_flight} | errors {errors} | {:.1} req/s | {:.0} tok/s",
+                records.len() as f64 / secs,
+                tokens as f64 / secs
+            ));
+        }
+        let now = Instant::now();
+        if opts.deadline.is_some_and(|d| now >= d) && !opts.stop.aborted() {
+            timed_out = true;
+            opts.stop.abort();
+        }
+        if opts.stop.draining() {
             interrupted = true;
-            let at = *stopped_at.get_or_insert_with(Instant::now);
-            if at.elapsed() >= opts.grace {
-                break; // requests still in flight are abandoned
+            let at = *drained_at.get_or_insert(now);
+            if now - at >= opts.grace {
+                opts.stop.abort();
+            }
+        }
+        if opts.stop.aborted() {
+            // Aborted tasks end at their next poll; this bounds a task that does not.
+            let at = *aborted_at.get_or_insert(now);
+            if now - at >= Duration::from_secs(2) {
+                break;
             }
         }
     }
@@ -401,52 +437,18 @@ pub(crate) async fn collect(
         b.finish_and_clear();
     }
     records.sort_by_key(|r| r.index);
-    (records, interrupted)
-}
-
-/// Opens up to `k` pooled connections (reqwest: with concurrent GETs of /v1/models);
-/// best effort. Returns how many are open for the run (reqwest: how many GETs answered).
-pub(crate) async fn prewarm(target: &Arc<Target>, k: usize) -> usize {
-    let k = k.min(4096);
-    if k <= 1 {
-        return 0;
+    Collected {
+        records,
+        interrupted,
+        timed_out,
     }
-    if let Some(native) = &target.native {
-        native.pool.prewarm(k).await;
-        return native.pool.idle_count();
-    }
-    let url = format!("{}/v1/models", target.base_url);
-    let tasks: Vec<_> = (0..k)
-        .map(|_| {
-            let (client, url, headers) =
-                (target.client.clone(), url.clone(), target.headers.clone());
-            tokio::spawn(async move {
-                match client
-                    .get(&url)
-                    .headers(headers)
-                    .timeout(Duration::from_secs(10))
-                    .send()
-                    .await
-                {
-                    // Drain, so the connection returns to the pool.
-                    Ok(r) => r.bytes().await.is_ok(),
-                    Err(_) => false,
-                }
-            })
-        })
-        .collect();
-    let mut open = 0;
-    for t in tasks {
-        open += usize::from(t.await.unwrap_or(false));
-    }
-    open
 }
 
 fn progress_bar(n: u64) -> indicatif::ProgressBar {
     let b = indicatif::ProgressBar::new(n);
     b.set_style(
         indicatif::ProgressStyle::with_template(
-            "{bar:30} {pos}/{len} requests | {msg} | {elapsed}",
+            "{bar:30} {pos}/{len} requests | {msg} | {elapsed} (ETA {eta})",
         )
         .expect("valid template"),
     );

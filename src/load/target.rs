@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::client::http::build_client;
+use crate::client::http::{build_client, error_chain};
 use crate::client::request::{Limits, Target};
 use crate::plan::{CaseParams, Service};
 use crate::sim::{SimConfig, SimHandle, Simulator};
@@ -125,8 +125,9 @@ pub fn resolve_tokenizer(
     }
 }
 
-/// `Authorization: Bearer` from the service's key variable (default OPENAI_API_KEY), then its headers.
-fn headers(service: &Service) -> Result<HeaderMap, String> {
+/// `Authorization: Bearer` from the service's key variable (default OPENAI_API_KEY), then
+/// its headers; every value marked sensitive (never printed, scrubbed from errors).
+pub fn headers(service: &Service) -> Result<HeaderMap, String> {
     let mut h = HeaderMap::new();
     let var = service.api_key_env.as_deref().unwrap_or("OPENAI_API_KEY");
     if let Ok(key) = std::env::var(var) {
@@ -162,18 +163,21 @@ pub async fn discover_model(
         .send()
         .await
         .map_err(|e| {
-            format!("cannot reach {url}: {e}; give the model with --model, or check the address")
+            format!(
+                "cannot reach {url}: {}; check the address (naming the model, `model` in a plan or --model, skips this lookup)",
+                error_chain(&e)
+            )
         })?;
     if !resp.status().is_success() {
         return Err(format!(
-            "{url} answered HTTP {}; give the model with --model",
+            "{url} answered HTTP {}; name the model (`model` in a plan or --model)",
             resp.status().as_u16()
         ));
     }
     let v: Value = resp.json_value().await?;
     let first = v
         .pointer("/data/0")
-        .ok_or_else(|| format!("{url} lists no model; give one with --model"))?;
+        .ok_or_else(|| format!("{url} lists no model; name one (`model` in a plan or --model)"))?;
     let id = first
         .get("id")
         .and_then(Value::as_str)

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::dataset::Dataset;
-use super::units::{Burstiness, Dur, Rate};
+use super::units::{Burstiness, Dur, Percent, Rate};
 
 /// The request function used against the target (vLLM's `--backend`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -256,6 +256,10 @@ pub struct CaseParams {
     /// Prefix of the `x-request-id` header; a random one per run when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id_prefix: Option<String>,
+    /// The success rate every case must reach to pass, such as "95%" (default); a plan-wide
+    /// floor (`[slo] min_success_rate` takes precedence).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_success_rate: Option<Percent>,
     /// Free-form labels written as top-level keys of the result JSON.
     #[serde(skip_serializing_if = "IndexMap::is_empty")]
     pub metadata: IndexMap<String, String>,
@@ -296,6 +300,7 @@ impl Default for CaseParams {
             logprobs: None,
             multi_turn_concurrency: None,
             request_id_prefix: None,
+            min_success_rate: None,
             metadata: IndexMap::new(),
         }
     }

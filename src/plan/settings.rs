@@ -27,6 +27,8 @@ pub struct Execution {
     /// Most time one case may take.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
+    /// The most cases a plan may expand to (a guard against a matrix that explodes).
+    pub max_cases: u64,
 }
 
 impl Default for Execution {
@@ -39,6 +41,7 @@ impl Default for Execution {
             repeats: 1,
             cooldown: Dur::default(),
             timeout: None,
+            max_cases: 100_000,
         }
     }
 }

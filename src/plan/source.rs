@@ -96,11 +96,37 @@ impl PlanSource {
                 "name the file .toml, .yaml or .yml, or pass `--format`",
             )
         })?;
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        if size > MAX_PLAN_BYTES as u64 {
+            return Err(fail(
+                format!(
+                    "plan {} is {size} bytes; a plan may be at most {MAX_PLAN_BYTES} bytes",
+                    path.display()
+                ),
+                "a plan describes cases; put large data in a dataset file it points to",
+            ));
+        }
+        let bytes = std::fs::read(path).map_err(|e| {
             fail(
                 format!("cannot read plan {}: {e}", path.display()),
                 "check the path",
             )
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            let before = String::from_utf8_lossy(&e.as_bytes()[..at]).into_owned();
+            let (line, column) = line_col(&before, before.len());
+            Diagnostics(vec![
+                Diagnostic::error("", "the plan is not UTF-8 text")
+                    .at(Some(Location {
+                        file: path.display().to_string(),
+                        line,
+                        column,
+                    }))
+                    .with_help(
+                        "save the file as UTF-8 (the byte at this position is not valid UTF-8)",
+                    ),
+            ])
         })?;
         let dir = path
             .parent()
@@ -117,6 +143,39 @@ impl PlanSource {
         dir: PathBuf,
         format: Format,
     ) -> Result<PlanSource, Diagnostics> {
+        let too = |msg: String, line: usize, column: usize, help: &str| {
+            Diagnostics(vec![
+                Diagnostic::error("", msg)
+                    .at(Some(Location {
+                        file: name.into(),
+                        line,
+                        column,
+                    }))
+                    .with_help(help.to_string()),
+            ])
+        };
+        if text.len() > MAX_PLAN_BYTES {
+            return Err(too(
+                format!(
+                    "the plan is {} bytes; a plan may be at most {MAX_PLAN_BYTES} bytes",
+                    text.len()
+                ),
+                1,
+                1,
+                "a plan describes cases; put large data in a dataset file it points to",
+            ));
+        }
+        // The parsers and the typed loader recurse per level: refuse absurd nesting
+        // before it can exhaust the stack.
+        if let Some(offset) = nesting_past(text, MAX_NESTING) {
+            let (line, column) = line_col(text, offset);
+            return Err(too(
+                format!("the plan nests lists or tables more than {MAX_NESTING} levels deep"),
+                line,
+                column,
+                "a plan needs only a few levels; flatten the structure",
+            ));
+        }
         let mut spans = HashMap::new();
         let value = match format {
             Format::Toml => parse_toml(text, name, &mut spans)?,
@@ -232,6 +291,51 @@ impl PlanSource {
         self.overrides.insert(path, assignment.to_string());
         Ok(())
     }
+}
+
+/// The largest plan accepted, in bytes.
+pub const MAX_PLAN_BYTES: usize = 16 << 20;
+/// The deepest nesting of lists and tables accepted.
+pub const MAX_NESTING: usize = 64;
+
+/// The byte offset where bracket nesting (`[`, `{`, outside quoted strings and
+/// comments) first passes `max`, if it does. YAML block nesting is bounded by the
+/// indentation that many levels would need, within the size limit, and by the YAML
+/// parser's own recursion limit.
+fn nesting_past(text: &str, max: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    let mut quote: Option<u8> = None;
+    while i < b.len() {
+        let c = b[i];
+        match quote {
+            Some(q) => {
+                if c == b'\\' && q == b'"' {
+                    i += 1;
+                } else if c == q || c == b'\n' {
+                    quote = None;
+                }
+            }
+            None => match c {
+                b'"' | b'\'' => quote = Some(c),
+                b'#' => {
+                    while i < b.len() && b[i] != b'\n' {
+                        i += 1;
+                    }
+                }
+                b'[' | b'{' => {
+                    depth += 1;
+                    if depth > max {
+                        return Some(i);
+                    }
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+        i += 1;
+    }
+    None
 }
 
 /// The parent of a key path (`a.b[2]` → `a.b`, `a.b` → `a`), or None at the top.

@@ -25,7 +25,17 @@ pub fn parse_slos(
         None => {}
         Some(SloSpec::Table(t)) => {
             for (k, v) in t {
-                push(Slo::from_entry(k, v), join_key(base, k));
+                // The floor every case must meet, SLOs or not (see `min_success_floor`).
+                let slo = if k == MIN_SUCCESS_RATE {
+                    Slo::from_entry("success_rate", v).map(|s| Slo {
+                        key: MIN_SUCCESS_RATE.into(),
+                        op: crate::slo::Op::Ge,
+                        ..s
+                    })
+                } else {
+                    Slo::from_entry(k, v)
+                };
+                push(slo, join_key(base, k));
             }
         }
         Some(SloSpec::List(l)) => {
@@ -37,6 +47,34 @@ pub fn parse_slos(
     slos
 }
 
+/// The most requests one case may send: every one is built and kept in memory.
+pub const MAX_PROMPTS: u64 = 10_000_000;
+
+/// The key of the success-rate floor: in `[slo]` (`"95%"` or 95) or `defaults`.
+pub const MIN_SUCCESS_RATE: &str = "min_success_rate";
+
+/// Every case must succeed on this share of its requests, even in a plan without SLOs
+/// (a case that mostly failed measured nothing worth recommending). The `[slo]` table's
+/// `min_success_rate` wins, then `defaults.min_success_rate`, else 95%.
+pub fn min_success_floor(slos: &[(Slo, String)], defaults: &CaseParams) -> Option<(Slo, String)> {
+    if slos.iter().any(|(s, _)| s.key == MIN_SUCCESS_RATE) {
+        return None;
+    }
+    let (threshold, path) = match defaults.min_success_rate {
+        Some(p) => (p.0 * 100.0, "defaults.min_success_rate".to_string()),
+        None => (95.0, "min_success_rate (default)".to_string()),
+    };
+    Some((
+        Slo {
+            key: MIN_SUCCESS_RATE.into(),
+            metric: crate::slo::SloMetric::SuccessRate,
+            op: crate::slo::Op::Ge,
+            threshold,
+        },
+        path,
+    ))
+}
+
 /// Checks that do not depend on a case: services, optimize, execution, report.
 pub fn check_plan(
     plan: &Plan,
@@ -46,6 +84,20 @@ pub fn check_plan(
 ) {
     for (name, svc) in &plan.services {
         let path = join_key("services", name);
+        // Service names appear in case ids and file names.
+        let plain = !name.is_empty()
+            && name.len() <= 64
+            && name != "."
+            && name != ".."
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
+        if !plain {
+            out.push(
+                Diagnostic::error(&path, format!("service name `{}` is not a plain name", name.escape_debug()))
+                    .with_help("name services with letters, digits, `_`, `-` and `.` (at most 64), such as `local` or `prod-a`"),
+            );
+        }
         match (&svc.base_url, &svc.sim) {
             (Some(_), Some(_)) => out.push(
                 Diagnostic::error(&path, "a service is either `base_url` or `sim`, not both")
@@ -463,6 +515,17 @@ pub fn check_case(
             at("num_prompts"),
             "num_prompts must be at least 1",
         ));
+    } else if p.num_prompts > MAX_PROMPTS {
+        out.push(
+            Diagnostic::error(
+                at("num_prompts"),
+                format!(
+                    "num_prompts {} is more than one case can hold ({MAX_PROMPTS})",
+                    p.num_prompts
+                ),
+            )
+            .with_help("split the load over cases or repeats"),
+        );
     }
     for (i, q) in p.metric_percentiles.iter().enumerate() {
         if !(*q > 0.0 && *q <= 100.0) {

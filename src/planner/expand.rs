@@ -295,7 +295,25 @@ pub fn combos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> Vec<Combo> {
         .collect();
     let service_key: Arc<str> = Arc::from("service");
 
-    let total: usize = services.len() * dims.iter().map(|d| d.len).product::<usize>();
+    // Counted before anything is built: a three-line matrix can declare 10^9 cases.
+    let total = dims
+        .iter()
+        .fold(services.len() as u64, |acc, d| {
+            acc.saturating_mul(d.len as u64)
+        })
+        .saturating_add(m.include.len() as u64 * plan.services.len() as u64);
+    let max = plan.execution.max_cases;
+    if total > max {
+        diags.push(
+            Diagnostic::error(
+                "matrix",
+                format!("the matrix expands to {total} cases (before excludes), more than execution.max_cases = {max}"),
+            )
+            .with_help("split the plan, shorten the axes, or raise execution.max_cases"),
+        );
+        return Vec::new();
+    }
+    let total = total as usize;
     let mut out = Vec::with_capacity(total);
     let mut exclude_hits = vec![0usize; m.exclude.len()];
     let mut idx = vec![0usize; dims.len()];

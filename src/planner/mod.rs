@@ -26,8 +26,11 @@ pub struct Planned {
     pub plan: Plan,
     pub source: PlanSource,
     pub cases: Vec<Case>,
-    /// The plan's SLOs, each with the key path it was written at.
+    /// The plan's SLOs, each with the key path it was written at, and last the
+    /// success-rate floor every case is judged on (`min_success_rate`).
     pub slos: Vec<(Slo, String)>,
+    /// How many of `slos` the plan wrote itself (not counting the floor's default).
+    pub user_slos: usize,
     /// The SLOs an optimize search judges: its own block's, else the plan's.
     pub optimize_slos: Vec<(Slo, String)>,
     /// Warnings (errors make planning fail).
@@ -109,8 +112,14 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
                 .with_help("add [services.local] sim = { preset = \"tiny\" }"),
         );
     }
-    let slos = check::parse_slos(plan.slo.as_ref(), "slo", &mut diags);
+    let mut slos = check::parse_slos(plan.slo.as_ref(), "slo", &mut diags);
+    let user_slos = slos
+        .iter()
+        .filter(|(s, _)| s.key != check::MIN_SUCCESS_RATE)
+        .count();
+    // The plan's own SLOs decide what optimize may search; the floor is added after.
     check::check_plan(&plan, &source, &slos, &mut diags);
+    slos.extend(check::min_success_floor(&slos, &plan.defaults));
     // An optimize block's own SLOs are judged on the same cases (their errors were reported above).
     let optimize_slos = plan
         .optimize
@@ -224,13 +233,22 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
     let optimize_slos = if optimize_slos.is_empty() {
         slos.clone()
     } else {
-        optimize_slos
+        let mut o = optimize_slos;
+        if !o.iter().any(|(s, _)| s.key == check::MIN_SUCCESS_RATE) {
+            o.extend(
+                slos.iter()
+                    .find(|(s, _)| s.key == check::MIN_SUCCESS_RATE)
+                    .cloned(),
+            );
+        }
+        o
     };
     Ok(Planned {
         plan,
         source,
         cases,
         slos,
+        user_slos,
         optimize_slos,
         warnings: diags,
     })

@@ -15,13 +15,15 @@ pub struct ServiceView {
     pub kind: String,
     pub base_url: String,
     pub model: String,
+    /// Why the service did not come up (its cases failed), if it did not.
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CaseView {
     pub id: String,
     pub service: String,
-    /// `ok` or `failed`
+    /// `ok` (measured), `failed`, `timeout` or `interrupted` (a partial result), `not_run`.
     pub status: String,
     pub error: Option<String>,
     pub concurrency: Option<u64>,
@@ -146,21 +148,19 @@ fn num(r: &Map<String, Value>, key: &str) -> Option<f64> {
 }
 
 /// The view of one case, from its result JSON (benchplan's or a plain `vllm bench
-/// serve` result); `result` is None when the case failed with `error`.
+/// serve` result; partial for a timed-out or interrupted case); `result` is None when
+/// the case failed with `error`.
 pub fn case_view(
     id: &str,
     service: &str,
+    status: &str,
     result: Option<&Map<String, Value>>,
     error: Option<String>,
 ) -> CaseView {
     let mut v = CaseView {
         id: id.to_string(),
         service: service.to_string(),
-        status: if result.is_some() {
-            "ok".into()
-        } else {
-            "failed".into()
-        },
+        status: status.to_string(),
         error,
         concurrency: None,
         rate: "-".into(),
@@ -255,6 +255,7 @@ pub fn verdicts(summary: &Summary, slos: &[(Slo, String)]) -> Vec<Verdict> {
 
 /// The best case that meets every SLO: highest output throughput (request throughput for pooling).
 pub fn recommend(cases: &[CaseView], have_slos: bool) -> Result<Recommendation, String> {
+    // Only measured cases that pass every verdict (the success-rate floor included).
     let eligible: Vec<&CaseView> = cases
         .iter()
         .filter(|c| c.status == "ok" && c.slo_pass != Some(false))

@@ -26,6 +26,30 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// Checks that a name from the user (a label, a result file name) stays inside the
+/// folder it is joined to: relative, no `..` component, no NUL.
+pub fn inside(name: &str, what: &str) -> Result<(), String> {
+    let p = Path::new(name);
+    let bad = name.is_empty()
+        || name.contains('\0')
+        || p.is_absolute()
+        || name.starts_with('/')
+        || name.starts_with('\\')
+        || p.components().any(|c| {
+            !matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        });
+    if bad {
+        return Err(format!(
+            "{what} `{}` would write outside the results folder; give a plain relative name (no `..`, no leading `/`)",
+            name.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
 /// vLLM's `--append-result`: a newline before the object when the file is not empty.
 pub fn append_json_line(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -45,6 +69,24 @@ pub fn append_json_line(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_stay_inside_their_folder() {
+        for ok in ["result.json", "sub/result.json", "./r.json", "a..b.json"] {
+            assert!(inside(ok, "x").is_ok(), "{ok}");
+        }
+        for bad in [
+            "../r.json",
+            "/etc/passwd",
+            "a/../../r",
+            "",
+            "r\0.json",
+            "..",
+            "sub/..",
+        ] {
+            assert!(inside(bad, "x").is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn atomic_write_replaces_whole_files_and_appends_lines() {

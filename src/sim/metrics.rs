@@ -64,6 +64,8 @@ pub struct Stats {
     pub injected_status: [AtomicU64; 200],
     /// Streams cut by disconnect_rate.
     pub injected_cuts: AtomicU64,
+    /// Failed accept() calls (such as EMFILE), each followed by a short back-off.
+    pub accept_errors: AtomicU64,
     pub ttft: Histogram,
     pub e2e: Histogram,
 }
@@ -77,6 +79,7 @@ impl Default for Stats {
             kv_usage_ppm: AtomicU64::new(0),
             prompt_tokens: AtomicU64::new(0),
             generation_tokens: AtomicU64::new(0),
+            accept_errors: AtomicU64::new(0),
             prefix_queries: AtomicU64::new(0),
             prefix_hits: AtomicU64::new(0),
             requests_ok: AtomicU64::new(0),

@@ -98,11 +98,28 @@ impl Simulator {
             outputs,
         });
         let (stop, mut stopped) = watch::channel(false);
+        let stats_accept = stats.clone();
         tokio::spawn(async move {
+            let stats = stats_accept;
+            let mut warned_accept = false;
             loop {
                 tokio::select! {
                     accepted = listener.accept() => {
-                        let Ok((stream, _)) = accepted else { continue };
+                        let stream = match accepted {
+                            Ok((s, _)) => s,
+                            Err(e) => {
+                                // Out of file descriptors (EMFILE) or a similar resource
+                                // error: accept() fails at once until some close, so
+                                // retrying at once would spin a core. Back off instead.
+                                if !warned_accept {
+                                    eprintln!("benchplan sim: cannot accept connections ({e}); retrying every 50 ms");
+                                    warned_accept = true;
+                                }
+                                stats.accept_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                                continue;
+                            }
+                        };
                         let _ = stream.set_nodelay(true);
                         let state = state.clone();
                         let mut stopped = stopped.clone();

@@ -134,7 +134,8 @@ fn a_plan_runs_into_the_results_tree() {
             && report.contains("## Recommendation")
             && report.contains("## Reproduce")
     );
-    assert_eq!(report.matches("| pass |").count(), 8);
+    // Each of the four cases: its two SLOs and the success-rate floor.
+    assert_eq!(report.matches("| pass |").count(), 12);
     assert_eq!(
         stdout(&out).trim(),
         report.trim(),
@@ -192,19 +193,61 @@ fn a_failing_service_is_a_recorded_failed_case_and_the_others_run() {
 }
 
 #[test]
-fn an_unreachable_service_stops_the_run_before_any_case() {
+fn an_unreachable_service_fails_its_own_cases_and_the_others_run() {
     let dir = temp("down");
     let plan = write_plan(
         &dir,
-        "[services.down]\nbase_url = \"http://127.0.0.1:9\"\n[defaults]\nnum_prompts = 5\n",
+        &format!(
+            "[services.down]\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"m\"\ntokenizer = \"{}\"\n\
+         [services.up]\nsim = {{ preset = \"fast\" }}\n\
+         [defaults]\nnum_prompts = 5\ndataset = {{ name = \"random\", input_len = 8, output_len = 2 }}\n\
+         [execution]\ncontinue_on_error = true\n",
+            crate::support::repo()
+                .join("tests/fixtures/tokenizer")
+                .display()
+        ),
     );
-    let out = run_quiet(&plan, &dir.join("r"));
-    assert_eq!(out.status.code(), Some(1));
+    let junit = dir.join("junit.xml");
+    let out = benchplan(&[
+        "run",
+        &plan,
+        "--results-dir",
+        dir.join("r").to_str().unwrap(),
+        "--quiet",
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("service `down`: cannot reach http://127.0.0.1:9/v1/models"),
+        stderr(&out).contains("service `down` is unavailable")
+            && stderr(&out).contains("cannot reach http://127.0.0.1:9/v1/models"),
         "{}",
         stderr(&out)
     );
+    let b = batch_dir(&dir.join("r"));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(b.join("manifest.json")).unwrap()).unwrap();
+    let by_service: Vec<(&str, &str)> = manifest["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["service"].as_str().unwrap(),
+                c["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(by_service, vec![("down", "failed"), ("up", "ok")]);
+    assert!(manifest["services"]["down"]["error"].as_str().is_some());
+    let report = std::fs::read_to_string(b.join("report.md")).unwrap();
+    assert!(
+        report.contains("## Failed cases") && report.contains("service `down` is unavailable"),
+        "{report}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("failures=\"1\""), "{xml}");
+    assert!(xml.contains("service `down` is unavailable"), "{xml}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -458,8 +501,8 @@ fn junit_repeats_parallel_and_report_rerendering() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert_eq!(
         xml.matches("<testcase ").count(),
-        8,
-        "4 cases x 2 SLOs: {xml}"
+        12,
+        "4 cases x (2 SLOs and the success-rate floor): {xml}"
     );
     assert!(
         xml.contains("failures=\"2\"")

@@ -8,7 +8,6 @@ pub mod print;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
@@ -35,26 +34,6 @@ fn single_name(h: &Header, p: &CaseParams, started: SystemTime) -> String {
     )
 }
 
-/// The command line as run, with header values hidden (they may hold keys).
-fn redacted_command() -> String {
-    let mut out = Vec::new();
-    let mut in_header = false;
-    for a in std::env::args() {
-        if a.starts_with("--") {
-            in_header = a == "--header";
-            out.push(a);
-        } else if in_header {
-            out.push(a.split_once('=').map_or_else(
-                || "<redacted>".to_string(),
-                |(k, _)| format!("{k}=<redacted>"),
-            ));
-        } else {
-            out.push(a);
-        }
-    }
-    out.join(" ")
-}
-
 pub fn run(args: &BenchArgs) -> Exit {
     let value = match args.plan_value() {
         Ok(v) => v,
@@ -74,6 +53,25 @@ pub fn run(args: &BenchArgs) -> Exit {
         eprintln!("{w}");
     }
     let case = planned.cases[0].clone();
+    // A label becomes part of the result's file name.
+    let names = [
+        (args.label.as_deref(), "--label"),
+        (args.result_filename.as_deref(), "--result-filename"),
+    ];
+    for (name, flag) in names {
+        if let Some(n) = name
+            && let Err(e) = crate::results::write::inside(n, flag)
+        {
+            eprintln!("error: {e}");
+            return Exit::BadPlan;
+        }
+    }
+    if let Some(l) = &args.label
+        && l.contains('/')
+    {
+        eprintln!("error: --label `{l}` holds a `/`; a label is part of a file name");
+        return Exit::BadPlan;
+    }
     if args.dry_run {
         return crate::commands::dry_run::print(&planned);
     }
@@ -104,10 +102,17 @@ pub fn run(args: &BenchArgs) -> Exit {
             opts.request_id_prefix = p.clone();
         }
         let stop = opts.stop.clone();
+        let grace = opts.grace;
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ninterrupted: no new requests; waiting briefly for those in flight");
-                stop.store(true, Ordering::Relaxed);
+                eprintln!(
+                    "\ninterrupted: nothing more is sent; requests in flight get {:.0} s (Ctrl-C again to abandon them)",
+                    grace.as_secs_f64()
+                );
+                stop.drain();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    stop.abort();
+                }
             }
         });
         let started = SystemTime::now();
@@ -129,7 +134,7 @@ pub fn run(args: &BenchArgs) -> Exit {
             let mut extras = result.extras(&case.params, false);
             extras.insert("case_id".into(), json!(case.id));
             extras.insert("seed".into(), json!(case.params.seed));
-            extras.insert("command".into(), json!(redacted_command()));
+            extras.insert("command".into(), json!(crate::redact::this_command()));
             extras.insert(
                 "params".into(),
                 serde_json::to_value(&case.params).expect("params serialise"),
@@ -166,7 +171,18 @@ pub fn run(args: &BenchArgs) -> Exit {
                 }
             }
         }
-        if result.run.interrupted {
+        let problems = result.problems();
+        for p in &problems {
+            eprintln!("error: {p}");
+        }
+        if result.run.interrupted && !result.run.timed_out {
+            let a = &result.run.accounting;
+            eprintln!(
+                "interrupted: {} completed, {} failed, {} cancelled of {} scheduled; the result holds what finished",
+                a.completed, a.failed, a.cancelled, a.scheduled
+            );
+            Exit::Interrupted
+        } else if !problems.is_empty() || result.run.timed_out {
             Exit::Runtime
         } else {
             Exit::Ok

@@ -1,0 +1,208 @@
+//! One case of a run: its repeats, each under the case's deadline and the run's stop
+//! signal, and its result file. A case that times out or is interrupted keeps what it
+//! measured, saved as a partial result; its traffic is stopped before the next case.
+
+use std::path::Path;
+use std::time::{Instant, SystemTime};
+
+use serde_json::{Map, Value, json};
+
+use super::{RunControl, json_bytes, resume};
+use crate::load::case::execute;
+use crate::load::run::RunOptions;
+use crate::load::target::Resolved;
+use crate::planner::{Case, Planned};
+use crate::report::view::verdicts;
+use crate::results::vllm_json::{Header, result_json};
+use crate::results::write::write_atomic;
+use crate::timefmt;
+
+/// How a case ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Measured (its SLO verdicts say whether it passed).
+    Ok,
+    /// Could not be measured: the error says why.
+    Failed,
+    /// Hit `execution.timeout`; the result holds what finished.
+    TimedOut,
+    /// Stopped by Ctrl-C; the result holds what finished.
+    Interrupted,
+    /// Never started (an earlier failure with continue_on_error off, or an interrupt).
+    NotRun,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Failed => "failed",
+            Status::TimedOut => "timeout",
+            Status::Interrupted => "interrupted",
+            Status::NotRun => "not_run",
+        }
+    }
+}
+
+/// One case's end: its result (whole or partial), why it is not a clean result, and
+/// what makes its numbers untrustworthy as a tool result (lost requests, panics).
+#[derive(Debug, Clone)]
+pub struct CaseOutcome {
+    pub result: Option<Map<String, Value>>,
+    pub error: Option<String>,
+    pub status: Status,
+    pub problems: Vec<String>,
+}
+
+impl CaseOutcome {
+    pub fn failed(error: impl Into<String>) -> CaseOutcome {
+        CaseOutcome {
+            result: None,
+            error: Some(error.into()),
+            status: Status::Failed,
+            problems: Vec::new(),
+        }
+    }
+
+    pub fn not_run(why: impl Into<String>) -> CaseOutcome {
+        CaseOutcome {
+            status: Status::NotRun,
+            ..CaseOutcome::failed(why)
+        }
+    }
+
+    pub fn finished(result: Map<String, Value>) -> CaseOutcome {
+        CaseOutcome {
+            result: Some(result),
+            error: None,
+            status: Status::Ok,
+            problems: Vec::new(),
+        }
+    }
+}
+
+/// Runs one case (all its repeats) and writes its result file(s).
+pub async fn run_case(
+    planned: &Planned,
+    case: &Case,
+    resolved: &Resolved,
+    dir: &Path,
+    progress: bool,
+    ctl: &RunControl,
+) -> CaseOutcome {
+    let plan = &planned.plan;
+    let svc = &plan.services[&case.service];
+    let repeats = plan.execution.repeats.max(1);
+    // Like vLLM's sweep: start each case with a cold prefix cache, so a case does not
+    // measure the prompts of the one before. Best effort: not every server has the endpoint.
+    let reset = resolved
+        .client
+        .post(format!("{}/reset_prefix_cache", resolved.base_url))
+        .headers(resolved.headers.clone())
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success());
+    let mut results: Vec<Map<String, Value>> = Vec::new();
+    let mut problems = Vec::new();
+    let mut ended = None;
+    for rep in 1..=repeats {
+        let opts = RunOptions {
+            progress,
+            stop: ctl.case_stop(),
+            deadline: plan.execution.timeout.map(|t| Instant::now() + t.0),
+            ..RunOptions::default()
+        };
+        let res = match execute(resolved, svc, &case.params, &opts).await {
+            Ok(r) => r,
+            Err(e) => {
+                let status = if opts.deadline.is_some_and(|d| Instant::now() >= d) {
+                    Status::TimedOut
+                } else if opts.stop.draining() {
+                    Status::Interrupted
+                } else {
+                    Status::Failed
+                };
+                return CaseOutcome {
+                    status,
+                    ..CaseOutcome::failed(e)
+                };
+            }
+        };
+        problems.extend(res.problems());
+        let header = Header {
+            date: timefmt::stamp_dash(SystemTime::now()),
+            label: Some(case.id.clone()),
+            model_id: resolved.model_root.clone(),
+            tokenizer_id: Some(resolved.tokenizer_id.clone()),
+        };
+        let mut extras = res.extras(&case.params, reset);
+        extras.insert("case_id".into(), json!(case.id));
+        extras.insert("service".into(), json!(case.service));
+        extras.insert("repeat".into(), json!(rep));
+        extras.insert(
+            "params".into(),
+            serde_json::to_value(&case.params).expect("params serialise"),
+        );
+        extras.insert(
+            "slo_verdicts".into(),
+            json!(verdicts(&res.summary, &planned.slos)),
+        );
+        let result = result_json(
+            &header,
+            &case.params,
+            &res.summary,
+            res.multi_turn.as_ref(),
+            false,
+            extras,
+        );
+        if repeats > 1 {
+            let path = dir.join(format!("{}.rep{rep}.json", case.id));
+            if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {
+                return CaseOutcome::failed(format!("cannot write {}: {e}", path.display()));
+            }
+        }
+        results.push(result);
+        if res.run.interrupted {
+            let a = res.run.accounting;
+            let what = format!(
+                "{} completed, {} failed, {} cancelled of {} scheduled",
+                a.completed, a.failed, a.cancelled, a.scheduled
+            );
+            ended = Some(if res.run.timed_out {
+                let t = plan.execution.timeout.map_or(0.0, |t| t.0.as_secs_f64());
+                (
+                    Status::TimedOut,
+                    format!(
+                        "the case did not finish within {t:.0} s; the partial result holds what finished ({what})"
+                    ),
+                )
+            } else {
+                (
+                    Status::Interrupted,
+                    format!("interrupted; the partial result holds what finished ({what})"),
+                )
+            });
+            break;
+        }
+    }
+    let result = if results.len() == 1 {
+        results.pop().expect("one result")
+    } else {
+        resume::mean_of(&results)
+    };
+    let path = dir.join(format!("{}.json", case.id));
+    if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {
+        return CaseOutcome::failed(format!("cannot write {}: {e}", path.display()));
+    }
+    let (status, error) = match ended {
+        Some((s, e)) => (s, Some(e)),
+        None => (Status::Ok, None),
+    };
+    CaseOutcome {
+        result: Some(result),
+        error,
+        status,
+        problems,
+    }
+}

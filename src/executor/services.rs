@@ -1,0 +1,99 @@
+//! Bringing the plan's services up before their cases run: a simulator starts in
+//! process; an external service must list the plan's model and answer one request
+//! (retried until its cases' ready-check timeout, at least a minute). A service that
+//! does not come up fails its own cases, with the reason, and the others still run.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::load::target::{Resolved, resolve};
+use crate::planner::{Case, Planned};
+
+/// Each pending service: ready, or why not.
+pub type Services = HashMap<String, Result<Arc<Resolved>, String>>;
+
+/// How long an external service gets to come up: its first case's ready-check timeout,
+/// but at least a minute.
+fn patience(case: &Case) -> Duration {
+    case.params
+        .ready_check_timeout
+        .0
+        .max(Duration::from_secs(60))
+}
+
+/// Resolves every service that has a case in `pending`.
+pub async fn prepare(planned: &Planned, pending: &[&Case]) -> Services {
+    let mut out: Services = HashMap::new();
+    for case in pending {
+        if out.contains_key(&case.service) {
+            continue;
+        }
+        let svc = &planned.plan.services[&case.service];
+        let limit = patience(case);
+        let ready = tokio::time::timeout(limit + Duration::from_secs(30), async {
+            let r = resolve(svc, false, None).await?;
+            crate::commands::probe::check_model(&r, svc).await?;
+            // An external service must answer one request before its cases run. (A
+            // simulator is ours: a faulty one is part of the plan, and its cases record
+            // their failures.)
+            if !svc.is_sim() {
+                let until = Instant::now() + limit;
+                loop {
+                    match crate::commands::probe::smoke(&r, svc, &case.params).await {
+                        Ok(()) => break,
+                        Err(e) if Instant::now() >= until => {
+                            return Err(format!(
+                                "it did not answer a smoke request within {:.0} s: {e}",
+                                limit.as_secs_f64()
+                            ));
+                        }
+                        Err(_) => tokio::time::sleep(Duration::from_secs(2)).await,
+                    }
+                }
+            }
+            Ok(Arc::new(r))
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "it did not come up within {:.0} s",
+                limit.as_secs_f64() + 30.0
+            ))
+        });
+        if let Err(e) = &ready {
+            eprintln!(
+                "error: service `{}` is unavailable, its cases fail: {e}",
+                case.service
+            );
+        }
+        out.insert(case.service.clone(), ready);
+    }
+    out
+}
+
+/// Each ready service's identity as it reports it: /version where served.
+pub async fn versions(services: &Services) -> HashMap<String, Value> {
+    let mut out = HashMap::new();
+    for (name, r) in services {
+        let Ok(r) = r else { continue };
+        let v = r
+            .client
+            .get(format!("{}/version", r.base_url))
+            .headers(r.headers.clone())
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .ok()
+            .filter(|resp| resp.status().is_success());
+        let v = match v {
+            Some(resp) => serde_json::from_slice(&resp.bytes().await.unwrap_or_default())
+                .unwrap_or(Value::Null),
+            None => Value::Null,
+        };
+        out.insert(name.clone(), v);
+    }
+    out
+}

@@ -14,6 +14,7 @@ pub mod dataset;
 pub mod diag;
 pub mod executor;
 pub mod exit;
+pub mod fuzz;
 pub mod hash;
 pub mod load;
 pub mod metrics;

@@ -709,6 +709,47 @@ fn decode_chunked(
     Ok((i, Some(state)))
 }
 
+/// Parses a whole response (head, then the body as its framing says) from `wire`
+/// split into reads at `splits` (offsets, any order): the status and the body, or why
+/// it is not one. The property tests and fuzz targets drive the real parser and chunked
+/// decoder through this; it asserts the decoder's invariants as it goes.
+pub fn parse_response(wire: &[u8], splits: &[usize]) -> Result<(u16, Vec<u8>), String> {
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut head = httparse::Response::new(&mut headers);
+    let used = match head.parse(wire) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Err("incomplete head".into()),
+        Err(e) => return Err(format!("not HTTP/1.x: {e}")),
+    };
+    let status = head.code.unwrap_or(0);
+    let (mut framing, _) = framing_of(status, head.version == Some(1), head.headers)?;
+    let body = &wire[used..];
+    let mut cuts: Vec<usize> = splits.iter().map(|s| s % (body.len() + 1)).collect();
+    cuts.push(body.len());
+    cuts.sort_unstable();
+    let (mut out, mut pending, mut from) = (Vec::new(), Vec::new(), 0);
+    for cut in cuts {
+        pending.extend_from_slice(&body[from..cut]);
+        from = cut;
+        let before = out.len();
+        let (n, next) = decode_into(framing, &pending, &mut out).map_err(|e| e.to_string())?;
+        assert!(
+            n <= pending.len(),
+            "the decoder consumed more than it was given"
+        );
+        assert!(
+            out.len() - before <= n,
+            "the decoder made bytes from nothing"
+        );
+        pending.drain(..n);
+        framing = next;
+    }
+    match framing {
+        Framing::Done | Framing::UntilClose => Ok((status, out)),
+        _ => Err("the body ended early".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -242,6 +242,9 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     let finished = SystemTime::now();
     manifest["finished"] = json!(timefmt::iso(finished));
     manifest["interrupted"] = json!(ctl.interrupted());
+    for (i, (case, o)) in planned.cases.iter().zip(&outcomes).enumerate() {
+        manifest["cases"][i] = parallel::manifest_entry(&case.id, &case.service, o);
+    }
     let _ = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest));
     let mut views = Vec::new();
     let mut rows = Vec::new();

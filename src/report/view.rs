@@ -42,6 +42,9 @@ pub struct CaseView {
     pub success_pct: Option<f64>,
     /// `http_500: 3, timeout: 1`, empty when nothing failed.
     pub errors: String,
+    /// Successful streams that ended without `[DONE]` (the server closed them early;
+    /// vLLM counts them as successes, and so does benchplan).
+    pub streams_without_done: u64,
     pub verdicts: Vec<Verdict>,
     /// None when the plan has no SLOs or the case did not run.
     pub slo_pass: Option<bool>,
@@ -177,6 +180,7 @@ pub fn case_view(
         e2el_p99: None,
         success_pct: None,
         errors: String::new(),
+        streams_without_done: 0,
         verdicts: Vec::new(),
         slo_pass: None,
         repeats: None,
@@ -214,6 +218,10 @@ pub fn case_view(
         .and_then(Value::as_f64)
         .or_else(|| (total > 0).then(|| v.completed as f64 / total as f64 * 100.0));
     if let Some(b) = b {
+        v.streams_without_done = b
+            .get("streams_without_done")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
         if let Some(e) = b.get("errors_by_kind").and_then(Value::as_object) {
             v.errors = e
                 .iter()

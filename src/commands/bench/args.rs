@@ -214,9 +214,15 @@ pub struct BenchArgs {
     /// benchplan: set a simulator parameter (with --sim): --sim-set itl=5ms.
     #[arg(long = "sim-set", value_name = "NAME=VALUE")]
     pub sim_set: Vec<String>,
-    /// benchplan: give up on one request after this many seconds.
+    /// benchplan: give up on one request after this many seconds (default 6 h, as vLLM).
     #[arg(long)]
     pub request_timeout: Option<f64>,
+    /// benchplan: fail a stream that sends no byte for this many seconds (default 300).
+    #[arg(long)]
+    pub stream_idle_timeout: Option<f64>,
+    /// benchplan: the largest SSE line or event accepted, in bytes (default 16 MiB).
+    #[arg(long)]
+    pub max_event_bytes: Option<u64>,
     /// benchplan: skip the unmeasured smoke request before the run.
     #[arg(long)]
     pub no_smoke: bool,
@@ -349,6 +355,16 @@ impl BenchArgs {
             &mut d,
             "request_timeout",
             self.request_timeout.map(|t| json!(format!("{t}s"))),
+        );
+        opt(
+            &mut d,
+            "stream_idle_timeout",
+            self.stream_idle_timeout.map(|t| json!(format!("{t}s"))),
+        );
+        opt(
+            &mut d,
+            "max_event_bytes",
+            self.max_event_bytes.map(|b| json!(b)),
         );
         if !self.metadata.is_empty() {
             d.insert(

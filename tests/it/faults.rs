@@ -1,0 +1,681 @@
+//! The fault matrix: purpose-built misbehaving servers (scripted here, on 127.0.0.1,
+//! port 0) and the simulator under `run`, and for each fault what benchplan must do:
+//! count it by kind, exit with the right code, write valid JSON, never panic, and end
+//! in bounded time and memory.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{SimProcess, benchplan, read_request, repo, scripted, stderr};
+
+/// One token event of a completions stream.
+const TOKEN: &str = "data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n";
+const USAGE: &str =
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":3}}\n\n";
+const DONE: &str = "data: [DONE]\n\n";
+
+fn good_stream() -> String {
+    format!("{TOKEN}{TOKEN}{TOKEN}{USAGE}{DONE}")
+}
+
+fn head(status: &str, kind: &str, framing: &str) -> String {
+    format!("HTTP/1.1 {status}\r\ncontent-type: {kind}\r\n{framing}\r\n")
+}
+
+/// A response with a Content-Length body.
+fn whole(status: &str, kind: &str, body: &[u8]) -> Vec<u8> {
+    let mut r = head(status, kind, &format!("content-length: {}\r\n", body.len())).into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+fn chunk(data: &[u8]) -> Vec<u8> {
+    let mut c = format!("{:x}\r\n", data.len()).into_bytes();
+    c.extend_from_slice(data);
+    c.extend_from_slice(b"\r\n");
+    c
+}
+
+/// A server answering every request with `respond(stream)` (after reading it).
+fn server(respond: impl Fn(&mut TcpStream) + Send + Sync + 'static) -> String {
+    scripted(move |_, s, _| {
+        if read_request(s).is_some() {
+            respond(s);
+            // Close after each answer: every request opens its own connection.
+            let _ = s.flush();
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    })
+    .0
+}
+
+fn answer(bytes: Vec<u8>) -> String {
+    server(move |s| {
+        let _ = s.write_all(&bytes);
+    })
+}
+
+struct Ran {
+    code: Option<i32>,
+    stderr: String,
+    result: Option<Value>,
+    took: Duration,
+}
+
+impl Ran {
+    fn kinds(&self) -> Value {
+        self.result
+            .as_ref()
+            .map_or(Value::Null, |r| r["benchplan"]["errors_by_kind"].clone())
+    }
+}
+
+/// `benchplan bench` against `base` with four requests, one at a time, no smoke request.
+fn bench(base: &str, extra: &[&str]) -> Ran {
+    let dir = std::env::temp_dir().join(format!(
+        "benchplan-fault-{}-{:x}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    let tok = repo()
+        .join("tests/fixtures/tokenizer")
+        .display()
+        .to_string();
+    let d = dir.display().to_string();
+    let mut args = vec![
+        "bench",
+        "--base-url",
+        base,
+        "--model",
+        "m",
+        "--tokenizer",
+        &tok,
+        "--num-prompts",
+        "4",
+        "--max-concurrency",
+        "1",
+        "--random-input-len",
+        "4",
+        "--random-output-len",
+        "3",
+        "--no-smoke",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        &d,
+        "--result-filename",
+        "r.json",
+    ];
+    args.extend_from_slice(extra);
+    let t = Instant::now();
+    let out = benchplan(&args);
+    let took = t.elapsed();
+    let text = std::fs::read_to_string(dir.join("r.json")).ok();
+    let result = text.map(|t| serde_json::from_str(&t).expect("the result file is valid JSON"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "benchplan panicked:\n{err}");
+    Ran {
+        code: out.status.code(),
+        stderr: err,
+        result,
+        took,
+    }
+}
+
+/// Runs one fault and checks: every request failed with `kind`, exit 1 (no request
+/// succeeded), the result file written, within `max` seconds.
+fn all_fail_as(name: &str, base: &str, extra: &[&str], kind: &str, max: f64) -> Ran {
+    let r = bench(base, extra);
+    assert_eq!(r.code, Some(1), "{name}: exit code\n{}", r.stderr);
+    let kinds = r.kinds();
+    assert_eq!(
+        kinds[kind], 4,
+        "{name}: errors by kind {kinds}\n{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("no request succeeded"),
+        "{name}: {}",
+        r.stderr
+    );
+    let req = &r.result.as_ref().unwrap()["benchplan"]["requests"];
+    assert_eq!(
+        (req["failed"].as_u64(), req["balanced"].as_bool()),
+        (Some(4), Some(true)),
+        "{name}"
+    );
+    assert!(
+        r.took.as_secs_f64() < max,
+        "{name}: took {:?}, bounded at {max} s",
+        r.took
+    );
+    r
+}
+
+#[test]
+fn a_refused_connection_is_a_counted_connection_error() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    all_fail_as(
+        "refused",
+        &format!("http://127.0.0.1:{port}"),
+        &[],
+        "connection",
+        20.0,
+    );
+}
+
+#[test]
+fn http_errors_with_and_without_bodies_are_counted_by_status() {
+    let json = br#"{"error":{"message":"slow down","type":"RateLimitError","code":429}}"#;
+    for (name, bytes, kind) in [
+        (
+            "429 json",
+            whole("429 Too Many Requests", "application/json", json),
+            "http_429",
+        ),
+        (
+            "429 empty",
+            whole("429 Too Many Requests", "text/plain", b""),
+            "http_429",
+        ),
+        (
+            "500 json",
+            whole(
+                "500 Internal Server Error",
+                "application/json",
+                br#"{"error":{"message":"boom"}}"#,
+            ),
+            "http_500",
+        ),
+        (
+            "500 empty",
+            whole("500 Internal Server Error", "text/plain", b""),
+            "http_500",
+        ),
+        (
+            "503 html",
+            whole(
+                "503 Service Unavailable",
+                "text/html",
+                b"<html><body><h1>503</h1></body></html>",
+            ),
+            "http_503",
+        ),
+        (
+            "502 proxy page",
+            whole(
+                "502 Bad Gateway",
+                "text/html",
+                b"<html>\n<head><title>502 Bad Gateway</title></head>\n\n<body>nginx</body></html>",
+            ),
+            "http_502",
+        ),
+    ] {
+        let r = all_fail_as(name, &answer(bytes), &[], kind, 20.0);
+        if name == "429 json" {
+            let first = &r.result.as_ref().unwrap()["benchplan"]["first_errors"]["http_429"];
+            assert!(first.as_str().unwrap().contains("slow down"), "{first}");
+        }
+    }
+}
+
+#[test]
+fn a_long_multibyte_error_body_is_cut_at_a_character_and_counted() {
+    // ~600 bytes of Chinese: cutting at byte 500 would split a character (the panic
+    // that once lost the request's record).
+    let msg = "服务器内部错误，请稍后再试。".repeat(15);
+    let body = format!(r#"{{"error":{{"message":"{msg}"}}}}"#);
+    let r = all_fail_as(
+        "chinese 500",
+        &answer(whole(
+            "500 Internal Server Error",
+            "application/json",
+            body.as_bytes(),
+        )),
+        &[],
+        "http_500",
+        20.0,
+    );
+    let first = r.result.as_ref().unwrap()["benchplan"]["first_errors"]["http_500"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        first.chars().count() <= 500 && first.contains("服务器"),
+        "{first}"
+    );
+}
+
+#[test]
+fn a_200_that_is_not_an_event_stream_fails_with_what_it_was() {
+    let html = b"<html>\n<head><title>Gateway</title></head>\n\n<body>maintenance</body></html>\n";
+    let r = all_fail_as(
+        "200 html",
+        &answer(whole("200 OK", "text/html", html)),
+        &[],
+        "no_tokens",
+        20.0,
+    );
+    let first = r.result.as_ref().unwrap()["benchplan"]["first_errors"]["no_tokens"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        first.contains("text/html") && first.contains("<html>"),
+        "{first}"
+    );
+}
+
+#[test]
+fn broken_and_malformed_streams_are_counted_by_kind() {
+    let sse = "text/event-stream";
+    // Two tokens, then the connection drops without the last chunk.
+    let cut = {
+        let mut b = head("200 OK", sse, "transfer-encoding: chunked\r\n").into_bytes();
+        b.extend(chunk(TOKEN.as_bytes()));
+        b.extend(chunk(TOKEN.as_bytes()));
+        b
+    };
+    all_fail_as(
+        "mid-stream disconnect",
+        &answer(cut),
+        &[],
+        "stream_broken",
+        20.0,
+    );
+    // A chunk size that is not hex.
+    let bogus = {
+        let mut b = head("200 OK", sse, "transfer-encoding: chunked\r\n").into_bytes();
+        b.extend(chunk(TOKEN.as_bytes()));
+        b.extend_from_slice(b"zz\r\nnot a chunk\r\n");
+        b
+    };
+    all_fail_as(
+        "bogus chunk size",
+        &answer(bogus),
+        &[],
+        "stream_broken",
+        20.0,
+    );
+    // A Content-Length longer than what is sent before the close.
+    let short = {
+        let body = good_stream();
+        let mut b = head(
+            "200 OK",
+            sse,
+            &format!("content-length: {}\r\n", body.len() + 500),
+        )
+        .into_bytes();
+        b.extend_from_slice(body.as_bytes());
+        b
+    };
+    all_fail_as(
+        "short content-length",
+        &answer(short),
+        &[],
+        "stream_broken",
+        20.0,
+    );
+    // A data line that is not JSON.
+    let bad_json = whole(
+        "200 OK",
+        sse,
+        format!("{TOKEN}data: {{not json\n\n{DONE}").as_bytes(),
+    );
+    all_fail_as(
+        "invalid JSON",
+        &answer(bad_json),
+        &[],
+        "invalid_chunk",
+        20.0,
+    );
+    // Bytes that are not UTF-8 inside a JSON string.
+    let mut raw = b"data: {\"choices\":[{\"text\":\"\xff\xfe\"}]}\n\n".to_vec();
+    raw.extend_from_slice(DONE.as_bytes());
+    all_fail_as(
+        "non-UTF-8",
+        &answer(whole("200 OK", sse, &raw)),
+        &[],
+        "invalid_chunk",
+        20.0,
+    );
+    // An error event inside a 200 stream.
+    let ev = whole(
+        "200 OK",
+        sse,
+        format!("{TOKEN}event: error\ndata: {{\"error\":{{\"message\":\"engine died\"}}}}\n\n")
+            .as_bytes(),
+    );
+    all_fail_as("error event", &answer(ev), &[], "stream_error", 20.0);
+}
+
+#[test]
+fn streams_that_end_oddly_but_carry_tokens_succeed_and_are_counted() {
+    let sse = "text/event-stream";
+    // Garbage lines around the events: SSE ignores unknown fields.
+    let garbage = whole(
+        "200 OK",
+        sse,
+        format!("garbage line\nanother: field\n\n{TOKEN}retry: 10\n{TOKEN}{TOKEN}{USAGE}{DONE}")
+            .as_bytes(),
+    );
+    // No [DONE]: still a success, as in vLLM, and counted.
+    let no_done = whole(
+        "200 OK",
+        sse,
+        format!("{TOKEN}{TOKEN}{TOKEN}{USAGE}").as_bytes(),
+    );
+    // HTTP/1.0, the body delimited by the close.
+    let close = {
+        let mut b = b"HTTP/1.0 200 OK\r\ncontent-type: text/event-stream\r\n\r\n".to_vec();
+        b.extend_from_slice(good_stream().as_bytes());
+        b
+    };
+    for (name, bytes, without_done) in [
+        ("garbage lines", garbage, 0),
+        ("no [DONE]", no_done, 4),
+        ("HTTP/1.0 close-delimited", close, 0),
+    ] {
+        let r = bench(&answer(bytes), &[]);
+        assert_eq!(r.code, Some(0), "{name}\n{}", r.stderr);
+        let res = r.result.unwrap();
+        assert_eq!(
+            (res["completed"].as_u64(), res["failed"].as_u64()),
+            (Some(4), Some(0)),
+            "{name}"
+        );
+        assert_eq!(res["total_output_tokens"], 12, "{name}");
+        assert_eq!(
+            res["benchplan"]["streams_without_done"], without_done,
+            "{name}"
+        );
+        if without_done > 0 {
+            assert!(
+                r.stderr.is_empty() || !r.stderr.contains("error:"),
+                "{name}: {}",
+                r.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn a_stalled_server_is_an_idle_timeout_not_a_hang() {
+    let sse = "text/event-stream";
+    // Headers, then nothing.
+    let after_headers = server(move |s| {
+        let _ = s.write_all(head("200 OK", sse, "transfer-encoding: chunked\r\n").as_bytes());
+        std::thread::sleep(Duration::from_secs(20));
+    });
+    all_fail_as(
+        "stall after headers",
+        &after_headers,
+        &["--stream-idle-timeout", "0.3"],
+        "idle_timeout",
+        15.0,
+    );
+    // A token, then nothing.
+    let mid = server(move |s| {
+        let mut b = head("200 OK", sse, "transfer-encoding: chunked\r\n").into_bytes();
+        b.extend(chunk(TOKEN.as_bytes()));
+        let _ = s.write_all(&b);
+        std::thread::sleep(Duration::from_secs(20));
+    });
+    all_fail_as(
+        "stall mid-stream",
+        &mid,
+        &["--stream-idle-timeout", "0.3"],
+        "idle_timeout",
+        15.0,
+    );
+    // Keep-alive comments forever: never idle, so the total request timeout ends it.
+    let trickle = server(move |s| {
+        let _ = s.write_all(head("200 OK", sse, "transfer-encoding: chunked\r\n").as_bytes());
+        for _ in 0..200 {
+            if s.write_all(&chunk(b": ping\n\n")).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    all_fail_as(
+        "endless keep-alives",
+        &trickle,
+        &["--request-timeout", "0.5"],
+        "timeout",
+        15.0,
+    );
+}
+
+/// The peak resident memory of this process while `f` runs (sampled every 5 ms), above
+/// what it was before.
+fn rss_growth<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    fn rss() -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|k| k.parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+            * 1024
+    }
+    let base = rss();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(rss());
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak
+        })
+    };
+    let out = f();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = sampler.join().unwrap().max(rss());
+    (out, peak.saturating_sub(base))
+}
+
+#[test]
+fn an_endless_line_fails_as_oversized_in_bounded_memory() {
+    // `data: ` and then bytes without a newline, 256 MiB of them if nobody stops reading.
+    let base = server(|s| {
+        let mut b = head("200 OK", "text/event-stream", "").into_bytes();
+        b.extend_from_slice(b"data: {\"choices\":[{\"text\":\"");
+        if s.write_all(&b).is_err() {
+            return;
+        }
+        let block = vec![b'x'; 1 << 20];
+        for _ in 0..256 {
+            if s.write_all(&block).is_err() {
+                return;
+            }
+        }
+    });
+    let (r, grew) = rss_growth(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            use benchplan::client::request::{Limits, Target, send};
+            let t = Target::new(
+                format!("{base}/v1/completions"),
+                base.clone(),
+                benchplan::plan::Backend::Openai,
+                "m".into(),
+                reqwest::header::HeaderMap::new(),
+                benchplan::client::http::build_client(false, None).unwrap(),
+                Limits {
+                    total: Duration::from_secs(60),
+                    ..Limits::default()
+                },
+            );
+            send(&t, b"{}".to_vec(), None).await.sample
+        })
+    });
+    assert_eq!(
+        r.error.as_ref().map(|e| e.kind.as_str()),
+        Some("oversized_response"),
+        "{:?}",
+        r.error
+    );
+    // The default 16 MiB event limit, with the read buffers around it.
+    assert!(
+        grew < 64 << 20,
+        "resident memory grew by {} MiB",
+        grew >> 20
+    );
+    // The same through the command, with a small limit.
+    let r = bench(
+        &server(|s| {
+            let _ = s.write_all(head("200 OK", "text/event-stream", "").as_bytes());
+            let _ = s.write_all(b"data: ");
+            let block = vec![b'y'; 64 << 10];
+            for _ in 0..64 {
+                if s.write_all(&block).is_err() {
+                    return;
+                }
+            }
+        }),
+        &["--max-event-bytes", "100000"],
+    );
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(r.kinds()["oversized_response"], 4, "{}", r.stderr);
+}
+
+#[test]
+fn a_server_killed_mid_case_during_run_is_counted_and_reported() {
+    let sim = SimProcess::start(&["--preset", "ground-truth"]);
+    let dir = std::env::temp_dir().join(format!("benchplan-fault-kill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "[services.ext]\nbase_url = \"{}\"\ntokenizer = \"{}\"\n\
+             [defaults]\nnum_prompts = 200\nrequest_rate = 50\nmax_concurrency = 8\n\
+             dataset = {{ name = \"random\", input_len = 8, output_len = 4 }}\n",
+            sim.url,
+            repo().join("tests/fixtures/tokenizer").display()
+        ),
+    )
+    .unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args(["run", plan.to_str().unwrap(), "--results-dir"])
+        .arg(dir.join("r"))
+        .arg("--quiet")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The case runs for ~4 s; the server dies a second and a half in.
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(sim);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "{err}");
+    // Most requests failed: below the success-rate floor, an SLO verdict (exit 3).
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let batch = std::fs::read_dir(dir.join("r/batch"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir() && p.file_name().unwrap() != "latest")
+        .unwrap();
+    let result = std::fs::read_dir(&batch)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("ext-"))
+        .unwrap();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(result).unwrap()).unwrap();
+    let kinds = &v["benchplan"]["errors_by_kind"];
+    assert!(kinds["connection"].as_u64().unwrap_or(0) > 0, "{kinds}");
+    assert_eq!(v["benchplan"]["requests"]["balanced"], true);
+    let total = v["completed"].as_u64().unwrap() + v["failed"].as_u64().unwrap();
+    assert_eq!(total, 200);
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(batch.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["cases"][0]["slo_pass"], false);
+    assert!(batch.join("report.md").is_file());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn sigint_mid_run_keeps_the_partial_case_and_writes_the_report() {
+    let dir = std::env::temp_dir().join(format!("benchplan-fault-int-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        "[services.s]\nsim = { preset = \"ground-truth\" }\n\
+         [defaults]\nnum_prompts = 300\nmax_concurrency = 2\n\
+         dataset = { name = \"random\", input_len = 8, output_len = 10 }\n\
+         [matrix]\nseed = [1, 2]\n",
+    )
+    .unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args(["run", plan.to_str().unwrap(), "--results-dir"])
+        .arg(dir.join("r"))
+        .arg("--quiet")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let t = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "ended {:?} after SIGINT",
+        t.elapsed()
+    );
+    let batch = std::fs::read_dir(dir.join("r/batch"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir() && p.file_name().unwrap() != "latest")
+        .unwrap();
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(batch.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["interrupted"], true);
+    let statuses: Vec<&str> = manifest["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, vec!["interrupted", "not_run"]);
+    let partial = manifest["cases"][0]["file"].as_str().unwrap();
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(batch.join(partial)).unwrap()).unwrap();
+    assert_eq!(v["benchplan"]["interrupted"], true);
+    assert_eq!(v["benchplan"]["requests"]["balanced"], true);
+    let report = std::fs::read_to_string(batch.join("report.md")).unwrap();
+    assert!(report.contains("interrupted"), "{report}");
+    std::fs::remove_dir_all(&dir).ok();
+}

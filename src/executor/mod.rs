@@ -329,6 +329,8 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         let _ = std::os::unix::fs::symlink(name, &latest);
     }
     eprintln!("report: {}", dir.join("report.md").display());
+    let regressions = report.comparison.as_ref().map_or(0, |c| c.regressions);
+    let failed = report.cases.iter().filter(|c| c.status != "ok").count();
     let mut code = Exit::Ok;
     if regression {
         code = code.worst(Exit::Regression);
@@ -342,6 +344,12 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     if ctl.interrupted() {
         code = code.worst(Exit::Interrupted);
     }
+    // Both verdicts in one line, whichever decides the exit code.
+    eprintln!(
+        "verdict: {} case(s), {failed} not measured, {slo_failures} SLO failure(s), {regressions} regression(s): exit {}",
+        report.cases.len(),
+        code.code()
+    );
     code
 }
 

@@ -75,6 +75,9 @@ pub struct Report {
     /// Per-metric thresholds, by result key (such as p99_ttft_ms), overriding regression_threshold.
     #[serde(skip_serializing_if = "IndexMap::is_empty")]
     pub thresholds: IndexMap<String, Percent>,
+    /// Let cases with no counterpart in the baseline pass (by default each one fails the
+    /// comparison: a baseline that matches nothing compares nothing).
+    pub allow_unmatched: bool,
 }
 
 impl Default for Report {
@@ -85,6 +88,7 @@ impl Default for Report {
             baseline: None,
             regression_threshold: Percent(0.05),
             thresholds: IndexMap::new(),
+            allow_unmatched: false,
         }
     }
 }

@@ -28,28 +28,45 @@ pub struct Comparison {
     pub baseline: String,
     pub candidate: String,
     pub rows: Vec<DeltaRow>,
+    /// Metrics past their threshold, plus each unmatched case unless allowed.
     pub regressions: usize,
     /// Candidate cases with no counterpart in the baseline.
     pub unmatched: Vec<String>,
+    /// Whether unmatched cases fail the comparison (`report.allow_unmatched` off).
+    pub unmatched_fail: bool,
+    /// Things to know about the baseline (a different plan, for one).
+    pub warnings: Vec<String>,
 }
 
-/// Result files of a run folder (benchplan's, or plain `vllm bench serve` results), by case id.
+/// The plan hash a run folder's manifest records, if any.
+fn plan_hash_of(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("manifest.json")).ok()?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    v.get("plan_hash")?.as_str().map(str::to_string)
+}
+
+/// Result files of a run folder (benchplan's, or plain `vllm bench serve` results), by
+/// case id; a single result file gives itself.
 pub fn load_results(dir: &Path) -> Result<IndexMap<String, Map<String, Value>>, String> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter(|p| {
-            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            !matches!(
-                n,
-                "manifest.json"
-                    | "plan.resolved.json"
-                    | "summary.json"
-                    | "optimization_report.json"
-            ) && !n.contains(".rep")
-        })
-        .collect();
+    let mut files: Vec<_> = if dir.is_file() {
+        vec![dir.to_path_buf()]
+    } else {
+        std::fs::read_dir(dir)
+            .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter(|p| {
+                let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                !matches!(
+                    n,
+                    "manifest.json"
+                        | "plan.resolved.json"
+                        | "summary.json"
+                        | "optimization_report.json"
+                ) && !n.contains(".rep")
+            })
+            .collect()
+    };
     files.sort();
     let mut out = IndexMap::new();
     for f in files {
@@ -115,12 +132,17 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
     let c = load_results(cand)?;
     let mut rows = Vec::new();
     let mut unmatched = Vec::new();
+    // Two result files compare with each other, whatever their case ids.
+    let single = base.is_file() && cand.is_file();
     for (id, cr) in &c {
-        let br = b.get(id).or_else(|| {
-            b.iter()
-                .find(|(bid, _)| slug(bid) == slug(id))
-                .map(|(_, r)| r)
-        });
+        let br = b
+            .get(id)
+            .or_else(|| b.values().next().filter(|_| single))
+            .or_else(|| {
+                b.iter()
+                    .find(|(bid, _)| slug(bid) == slug(id))
+                    .map(|(_, r)| r)
+            });
         let Some(br) = br else {
             unmatched.push(id.clone());
             continue;
@@ -161,13 +183,34 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
             });
         }
     }
-    let regressions = rows.iter().filter(|r| r.regression).count();
+    // The regressions first, then the rest: the reader's first question.
+    rows.sort_by_key(|r| !r.regression);
+    let unmatched_fail = !cfg.allow_unmatched;
+    let regressions = rows.iter().filter(|r| r.regression).count()
+        + if unmatched_fail { unmatched.len() } else { 0 };
+    let mut warnings = Vec::new();
+    if let (Some(a), Some(b)) = (plan_hash_of(base), plan_hash_of(cand))
+        && a != b
+    {
+        warnings.push(format!(
+            "the baseline {} comes from a different plan (its cases hash to {a}, this run's to {b}); cases are matched by id, then by their readable name",
+            base.display()
+        ));
+    }
+    if !unmatched.is_empty() && unmatched.len() == c.len() {
+        warnings.push(format!(
+            "no case of this run has a counterpart in the baseline {}",
+            base.display()
+        ));
+    }
     Ok(Comparison {
         baseline: base.display().to_string(),
         candidate: cand.display().to_string(),
         rows,
         regressions,
         unmatched,
+        unmatched_fail,
+        warnings,
     })
 }
 
@@ -192,7 +235,15 @@ pub fn markdown(c: &Comparison) -> String {
         ));
     }
     for u in &c.unmatched {
-        s.push_str(&format!("\nNo baseline for case `{u}`.\n"));
+        let verdict = if c.unmatched_fail {
+            " (a failure; set report.allow_unmatched to let it pass)"
+        } else {
+            ""
+        };
+        s.push_str(&format!("\nNo baseline for case `{u}`{verdict}.\n"));
+    }
+    for w in &c.warnings {
+        s.push_str(&format!("\nWarning: {w}.\n"));
     }
     s
 }

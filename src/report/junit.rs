@@ -1,5 +1,6 @@
-//! JUnit XML for CI: one test case per case × SLO (failure: observed vs target), and
-//! one per case that could not run.
+//! JUnit XML for CI: one test case per case × SLO (failure: observed vs target), one
+//! per case that could not run, and one per metric compared with the baseline
+//! (failure: a regression past its threshold).
 
 use super::view::ReportView;
 
@@ -43,6 +44,39 @@ pub fn junit_xml(r: &ReportView) -> String {
                     esc(&v.key),
                     esc(&observed),
                     esc(&v.target)
+                ));
+            }
+        }
+    }
+    if let Some(cmp) = &r.comparison {
+        for u in cmp.unmatched.iter().filter(|_| cmp.unmatched_fail) {
+            tests += 1;
+            failures += 1;
+            cases.push_str(&format!(
+                "  <testcase classname=\"{}\" name=\"baseline\"><failure message=\"no counterpart in the baseline {}\"/></testcase>\n",
+                esc(u),
+                esc(&cmp.baseline)
+            ));
+        }
+        for d in &cmp.rows {
+            tests += 1;
+            let name = format!("baseline {}", d.metric);
+            if d.regression {
+                failures += 1;
+                cases.push_str(&format!(
+                    "  <testcase classname=\"{}\" name=\"{}\"><failure message=\"regression: {:.2} vs baseline {:.2} ({:+.1}%, threshold {:.1}%)\"/></testcase>\n",
+                    esc(&d.case),
+                    esc(&name),
+                    d.cand,
+                    d.base,
+                    d.delta_pct,
+                    d.threshold_pct
+                ));
+            } else {
+                cases.push_str(&format!(
+                    "  <testcase classname=\"{}\" name=\"{}\"/>\n",
+                    esc(&d.case),
+                    esc(&name)
                 ));
             }
         }

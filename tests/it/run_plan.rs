@@ -317,6 +317,102 @@ fn sim_plan(itl: &str, extra: &str) -> String {
 }
 
 #[test]
+fn a_baseline_that_matches_no_case_fails_and_compare_reads_result_files() {
+    let dir = temp("unmatched");
+    let results = dir.join("r");
+    let other = write_plan(
+        &dir,
+        "name = \"other\"\n[services.x]\nsim = { preset = \"fast\" }\n[defaults]\nnum_prompts = 3\ndataset = { name = \"random\", input_len = 8, output_len = 2 }\n",
+    );
+    let out = run_quiet(&other, &results);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let base = batch_dir(&results);
+    let extra = format!("[report]\nbaseline = \"{}\"\n", base.display());
+    let plan = write_plan(&dir, &sim_plan("10ms", &extra));
+    let out = run_quiet(&plan, &dir.join("r2"));
+    // Nothing to compare with: every case is a failed comparison (exit 4), shown.
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let cand = batch_dir(&dir.join("r2"));
+    let report = std::fs::read_to_string(cand.join("report.md")).unwrap();
+    assert!(
+        report.contains("Cases with no counterpart in the baseline")
+            && report.contains("different plan")
+            && report.contains("2 regression(s)"),
+        "{report}"
+    );
+    // Allowed, they pass.
+    let plan = write_plan(
+        &dir,
+        &sim_plan("10ms", &format!("{extra}allow_unmatched = true\n")),
+    );
+    let out = run_quiet(&plan, &dir.join("r3"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // `compare` takes two result files as well as two folders.
+    let file = |d: &Path| {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("s-"))
+            .unwrap()
+    };
+    let (a, b) = (file(&cand), file(&batch_dir(&dir.join("r3"))));
+    let out = benchplan(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--threshold",
+        "50%",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("| mean_tpot_ms |"),
+        "{}",
+        stdout(&out)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn slo_failures_outrank_regressions_and_both_are_counted_and_in_junit() {
+    let dir = temp("both");
+    let results = dir.join("r");
+    let base_plan = write_plan(&dir, &sim_plan("10ms", ""));
+    let out = run_quiet(&base_plan, &results);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let base = batch_dir(&results);
+    // Slower, against the baseline, with an SLO the slower service misses.
+    let extra = format!(
+        "[slo]\nmedian_tpot = \"<= 5ms\"\n[report]\nbaseline = \"{}\"\nregression_threshold = \"5%\"\n",
+        base.display()
+    );
+    let slow_plan = write_plan(&dir, &sim_plan("14ms", &extra));
+    let junit = dir.join("junit.xml");
+    let out = benchplan(&[
+        "run",
+        &slow_plan,
+        "--results-dir",
+        results.to_str().unwrap(),
+        "--quiet",
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    // Exit 3: an SLO failure outranks a regression; the last line counts both.
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("2 SLO failure(s)")
+            && !last.contains(" 0 regression(s)")
+            && last.contains("exit 3"),
+        "{last}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("name=\"baseline mean_tpot_ms\""), "{xml}");
+    assert!(xml.contains("regression:"), "{xml}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn compare_flags_a_slower_service_and_the_plan_baseline_exits_4() {
     let dir = temp("cmp");
     let results = dir.join("r");

@@ -5,6 +5,7 @@
 
 use std::io::Write;
 use std::net::TcpStream;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -678,4 +679,185 @@ fn sigint_mid_run_keeps_the_partial_case_and_writes_the_report() {
     let report = std::fs::read_to_string(batch.join("report.md")).unwrap();
     assert!(report.contains("interrupted"), "{report}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_post_the_server_may_have_read_is_never_sent_twice() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let seen = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = seen.clone();
+    // The first request is answered on a kept-alive connection; the second, sent on
+    // that same connection, is read and then the server closes without answering.
+    let (base, _) = scripted(move |conn, s, _| {
+        let mut n = 0;
+        while read_request(s).is_some() {
+            counted.fetch_add(1, Ordering::SeqCst);
+            n += 1;
+            if conn == 0 && n == 1 {
+                let body = good_stream();
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                continue;
+            }
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (first, second) = rt.block_on(async {
+        use benchplan::client::request::{Limits, Target, send};
+        let t = Target::new(
+            format!("{base}/v1/completions"),
+            base.clone(),
+            benchplan::plan::Backend::Openai,
+            "m".into(),
+            reqwest::header::HeaderMap::new(),
+            benchplan::client::http::build_client(false, None).unwrap(),
+            Limits::default(),
+        );
+        let a = send(&t, b"{}".to_vec(), None).await.sample;
+        let b = send(&t, b"{}".to_vec(), None).await.sample;
+        (a, b)
+    });
+    assert!(first.success, "{:?}", first.error);
+    let e = second.error.expect("the second request failed");
+    assert_eq!(e.kind, "connection", "{e:?}");
+    assert!(e.message.contains("not sent again"), "{e:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        2,
+        "the server saw the POST twice"
+    );
+}
+
+#[test]
+fn a_case_past_its_deadline_stops_its_traffic_and_keeps_what_finished() {
+    use benchplan::load::case::execute;
+    use benchplan::load::run::RunOptions;
+    use benchplan::load::target::resolve;
+    use benchplan::plan::sim::{Preset, SimSpec};
+    let svc = benchplan::plan::Service {
+        sim: Some(SimSpec {
+            preset: Some(Preset::GroundTruth),
+            params: Default::default(),
+        }),
+        ..Default::default()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let resolved = resolve(&svc, false, None).await.unwrap();
+        let p = benchplan::plan::CaseParams {
+            num_prompts: 200,
+            max_concurrency: Some(4),
+            dataset: benchplan::plan::Dataset::Random(benchplan::plan::dataset::RandomDataset {
+                input_len: 8,
+                output_len: 20,
+                ..Default::default()
+            }),
+            ignore_eos: Some(true),
+            ..Default::default()
+        };
+        let opts = RunOptions {
+            deadline: Some(Instant::now() + Duration::from_millis(1200)),
+            ..RunOptions::default()
+        };
+        let t = Instant::now();
+        let r = execute(&resolved, &svc, &p, &opts).await.unwrap();
+        assert!(r.run.timed_out && r.run.interrupted);
+        assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
+        let a = r.run.accounting;
+        assert!(a.balanced(), "{a:?}");
+        assert!(a.completed > 0 && a.cancelled > 0, "{a:?}");
+        // Nothing of the stopped case still loads the server: the requests it had in
+        // flight end (the simulator finishes a sequence at most one step after its
+        // client left), and no new one arrives.
+        let stats = resolved.sim.as_ref().unwrap().stats();
+        let seen = || {
+            use std::sync::atomic::Ordering::Relaxed;
+            stats.requests_ok.load(Relaxed)
+                + stats.requests_failed.load(Relaxed)
+                + stats.in_system.load(Relaxed)
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after = seen();
+        assert_eq!(
+            stats.in_system.load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(seen(), after, "requests arrived after the deadline");
+        // At most the smoke request, the completed ones and those cut in flight.
+        assert!(after <= 1 + a.completed + 4, "{after} requests for {a:?}");
+    });
+}
+
+#[test]
+fn probe_sends_the_key_from_its_variable_and_headers() {
+    let sim = SimProcess::start(&["--preset", "fast", "--set", "api_key=probe-key-123"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args([
+            "probe",
+            &sim.url,
+            "--backend",
+            "openai",
+            "--api-key-env",
+            "BP_PROBE_KEY",
+        ])
+        .env("BP_PROBE_KEY", "probe-key-123")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let without = Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args([
+            "probe",
+            &sim.url,
+            "--backend",
+            "openai",
+            "--model",
+            "benchplan-sim",
+        ])
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&without.stdout).into_owned();
+    assert_eq!(without.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("http_401") && text.contains("api_key_env"),
+        "{text}"
+    );
+    assert!(!text.contains("probe-key-123"));
+    let with_header = Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args([
+            "probe",
+            &sim.url,
+            "--backend",
+            "openai",
+            "--header",
+            "Authorization=Bearer probe-key-123",
+        ])
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(
+        with_header.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&with_header.stdout)
+    );
 }

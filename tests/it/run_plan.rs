@@ -529,6 +529,15 @@ fn a_killed_run_resumes_to_the_same_set_of_results() {
         !before.is_empty() && before.len() < 6,
         "killed mid-run: {before:?}"
     );
+    // `report` on the killed run: the cases it did not reach are unfinished, not failed,
+    // and the report says the run is not complete (exit 1).
+    let out = benchplan(&["report", b.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("never finished") && stdout(&out).contains("(unfinished)"),
+        "{}",
+        stdout(&out)
+    );
     let out = benchplan(&["run", &plan, "--resume", b.to_str().unwrap(), "--quiet"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(

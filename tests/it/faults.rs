@@ -742,14 +742,8 @@ fn a_case_past_its_deadline_stops_its_traffic_and_keeps_what_finished() {
     use benchplan::load::case::execute;
     use benchplan::load::run::RunOptions;
     use benchplan::load::target::resolve;
-    use benchplan::plan::sim::{Preset, SimSpec};
-    let svc = benchplan::plan::Service {
-        sim: Some(SimSpec {
-            preset: Some(Preset::GroundTruth),
-            params: Default::default(),
-        }),
-        ..Default::default()
-    };
+    use benchplan::plan::sim::Preset;
+    let svc = crate::support::sim_service(Preset::GroundTruth, Default::default());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -7,22 +7,12 @@ use benchplan::load::case::execute;
 use benchplan::load::run::RunOptions;
 use benchplan::load::target::resolve;
 use benchplan::plan::dataset::RandomDataset;
-use benchplan::plan::sim::{FailureType, Preset, SimParams, SimSpec};
+use benchplan::plan::sim::{FailureType, Preset, SimParams};
 use benchplan::plan::units::{Dur, Rate};
 use benchplan::plan::{Backend, CaseParams, Dataset, Metric, Service};
 use serde_json::Value;
 
-use crate::support::{benchplan, stderr, stdout};
-
-fn sim_service(preset: Preset, params: SimParams) -> Service {
-    Service {
-        sim: Some(SimSpec {
-            preset: Some(preset),
-            params,
-        }),
-        ..Service::default()
-    }
-}
+use crate::support::{benchplan, sim_service, stderr, stdout};
 
 /// Options without the smoke request, for runs whose first request may fail on purpose.
 fn no_smoke() -> RunOptions {

@@ -11,21 +11,13 @@ use benchplan::load::case::execute;
 use benchplan::load::run::RunOptions;
 use benchplan::load::target::resolve;
 use benchplan::plan::dataset::{RandomDataset, RandomRerankDataset};
-use benchplan::plan::sim::{Preset, SimParams, SimSpec};
-use benchplan::plan::{Backend, CaseParams, Dataset, Metric, Service};
+use benchplan::plan::sim::{Preset, SimParams};
+use benchplan::plan::{Backend, CaseParams, Dataset, Metric};
 use serde_json::Value;
 
 use crate::support::{benchplan, read_request, repo, stderr};
 
-fn sim(preset: Preset, params: SimParams) -> Service {
-    Service {
-        sim: Some(SimSpec {
-            preset: Some(preset),
-            params,
-        }),
-        ..Service::default()
-    }
-}
+use crate::support::sim_service as sim;
 
 fn random(backend: Backend, n: u64, input: u64, output: u64) -> CaseParams {
     CaseParams {

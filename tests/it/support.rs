@@ -48,6 +48,20 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A plan service that is an embedded simulator with this preset and parameters.
+pub fn sim_service(
+    preset: benchplan::plan::sim::Preset,
+    params: benchplan::plan::sim::SimParams,
+) -> benchplan::plan::Service {
+    benchplan::plan::Service {
+        sim: Some(benchplan::plan::sim::SimSpec {
+            preset: Some(preset),
+            params,
+        }),
+        ..benchplan::plan::Service::default()
+    }
+}
+
 /// `benchplan sim --port 0` in its own process, killed on drop.
 pub struct SimProcess {
     child: std::process::Child,

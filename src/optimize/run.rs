@@ -142,6 +142,19 @@ async fn evaluate(
         }
     }
     p.num_prompts = req.prompts;
+    // Every run must see prompts the server has not cached: runs at one point reuse
+    // nothing of earlier runs (a fresh seed per run), and the cache is reset as `run`
+    // resets it before a case. Otherwise a cached rerun passes where fresh prompts fail.
+    p.seed = case.params.seed
+        ^ crate::hash::fnv1a64(file.as_bytes()).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let reset = r
+        .client
+        .post(format!("{}/reset_prefix_cache", r.base_url))
+        .headers(r.headers.clone())
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .is_ok_and(|resp| resp.status().is_success());
     let file = file.to_string();
     {
         if !opt.cooldown.0.is_zero() {
@@ -208,7 +221,7 @@ async fn evaluate(
             model_id: r.model_root.clone(),
             tokenizer_id: Some(r.tokenizer_id.clone()),
         };
-        let mut extras = res.extras(&p, false);
+        let mut extras = res.extras(&p, reset);
         extras.insert("case_id".into(), json!(case.id));
         extras.insert("phase".into(), json!(req.phase));
         extras.insert("violations".into(), json!(violations));
@@ -407,7 +420,8 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> Exit {
             let regressed = baseline.as_ref().is_some_and(|b| b["regression"] == true);
             code = code.worst(match outcome.ending {
                 Ending::Infrastructure(_) => Exit::Runtime,
-                Ending::FailsAtMinimum => Exit::SloViolated,
+                // An answer no validation run confirmed is not an answer.
+                Ending::FailsAtMinimum | Ending::NotValidated => Exit::SloViolated,
                 _ if regressed => Exit::Regression,
                 _ => Exit::Ok,
             });

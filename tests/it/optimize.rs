@@ -101,6 +101,88 @@ fn mode_a_max_concurrency_under_a_tpot_slo() {
 }
 
 #[test]
+fn every_search_run_sees_prompts_the_server_has_not_cached() {
+    // Mode A's model with the simulator's prefix cache on and prompts long enough to
+    // fill cache blocks: reused prompts would be served from the cache on every rerun.
+    let plan = format!(
+        "{}[optimize]\nsearch = \"max_concurrency\"\nmin = 1\nmax = 64\n{BUDGET}",
+        tpot_model(21.0)
+            .replace(
+                "max_num_seqs = 21",
+                "max_num_seqs = 21, enable_prefix_caching = true"
+            )
+            .replace("input_len = 8", "input_len = 64")
+    );
+    let dir = std::env::temp_dir().join(format!("benchplan-opt-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plan.toml");
+    std::fs::write(&path, plan).unwrap();
+    let out = benchplan(&[
+        "optimize",
+        path.to_str().unwrap(),
+        "--results-dir",
+        dir.join("r").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut runs = 0;
+    let mut stack = vec![dir.join("r/optimize")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".json") || name == "optimization_report.json" {
+                continue;
+            }
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            runs += 1;
+            // A rerun of cached prompts would be served 48 of its 64 tokens a request from
+            // the cache; what remains is two prompts of one run that happen to start at
+            // the same token (vLLM's random prompts are runs of consecutive ids).
+            let cached = v["benchplan"]["cached_tokens"].as_u64().unwrap();
+            let input = v["total_input_tokens"].as_u64().unwrap();
+            assert!(
+                cached * 10 < input,
+                "{name}: {cached} of {input} input tokens came from the prefix cache"
+            );
+            let ids: Vec<&str> = v["benchplan"]["deviations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["id"].as_str().unwrap())
+                .collect();
+            assert!(ids.contains(&"prefix_cache_reset"), "{name}: {ids:?}");
+        }
+    }
+    assert!(runs >= 5, "{runs} runs archived");
+    let report = std::fs::read_dir(dir.join("r/optimize"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let cell = std::fs::read_dir(&report)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(cell.join("optimization_report.json")).unwrap(),
+    )
+    .unwrap();
+    let answer = r["optimal_value"].as_f64().unwrap();
+    assert!(
+        (10.0..=11.0).contains(&answer),
+        "expected 11 (within 5%), got {answer}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn mode_b_request_rate_below_saturation() {
     // Two slots, each request 4 + 4 x 4 = 20 ms: capacity 2 / 0.020 s = 100 req/s. Below it
     // TTFT stays near 4 ms; above it the queue grows for the whole run. The SLO is on p90

@@ -55,6 +55,31 @@ fn file_name(r: &Request, var: Var) -> String {
     }
 }
 
+/// Search values that are whole (every concurrency, most rates) written as integers:
+/// `16`, not `16.0`.
+fn whole_numbers(report: &mut Value) {
+    fn whole(v: &mut Value) {
+        if let Some(x) = v.as_f64()
+            && x.fract() == 0.0
+            && x.abs() < 1e15
+        {
+            *v = json!(x as i64);
+        }
+    }
+    for k in ["optimal_value", "highest_pass", "lowest_fail"] {
+        if let Some(v) = report.get_mut(k) {
+            whole(v);
+        }
+    }
+    if let Some(Value::Array(h)) = report.get_mut("exploration_history") {
+        for s in h {
+            if let Some(v) = s.get_mut("value") {
+                whole(v);
+            }
+        }
+    }
+}
+
 /// Relative room before each SLO breaks (negative: broken); None when a metric is missing.
 fn margins(
     slos: &[(Slo, String)],
@@ -233,6 +258,23 @@ async fn evaluate(
             return (Eval::Infra(format!("cannot write {file}: {e}")), None);
         }
         let stored = (file.clone(), Value::Object(result));
+        // One line a run, so a search is never silent (stderr need not be a terminal).
+        eprintln!(
+            "  {file}: {} ({} prompts, {} ok, {} failed){}",
+            if violations.is_empty() {
+                "pass"
+            } else {
+                "fail"
+            },
+            p.num_prompts,
+            s.completed,
+            s.failed,
+            if violations.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", violations.join("; "))
+            }
+        );
         (
             Eval::Measured {
                 pass: violations.is_empty(),
@@ -343,7 +385,14 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> Exit {
             };
             let dir = root.join(&case.id);
             let t0 = Instant::now();
-            eprintln!("search {} ({:?})", case.id, opt.search);
+            eprintln!(
+                "search {} ({})",
+                case.id,
+                serde_json::to_value(opt.search)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            );
             let conc = |fixed_rate| (Var::Concurrency { fixed_rate }, config(&opt, true, fixed_rate.is_some(), opt.min.max(1.0).round(), opt.max.round()));
             let rate = |fixed_concurrency| (Var::Rate { fixed_concurrency }, config(&opt, false, false, opt.min, opt.max));
             let stages: Vec<(Var, Config)> = match opt.search {
@@ -445,6 +494,8 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> Exit {
                 "timestamp": timefmt::iso(SystemTime::now()),
                 "metrics_at_optimal": metrics_at(&results, &outcome),
             });
+            let mut report = report;
+            whole_numbers(&mut report);
             if let Err(e) = write_atomic(&dir.join("optimization_report.json"), &json_bytes(&report)) {
                 eprintln!("error: cannot write the report: {e}");
                 return Exit::Runtime;

@@ -298,12 +298,13 @@ fn best_pass(history: &[Step], smallest: bool) -> Option<f64> {
     }
 }
 
+/// The lowest failing value above the highest pass (the bracket's upper end), else the
+/// lowest failure: a failure below a pass (a noisy run) does not bound the answer.
 fn lowest_fail(history: &[Step]) -> Option<f64> {
-    history
-        .iter()
-        .filter(|s| !s.slo_pass)
-        .map(|s| s.value)
-        .reduce(f64::min)
+    let fails = || history.iter().filter(|s| !s.slo_pass).map(|s| s.value);
+    let above =
+        best_pass(history, false).and_then(|hp| fails().filter(|v| *v > hp).reduce(f64::min));
+    above.or_else(|| fails().reduce(f64::min))
 }
 
 /// Validation with more prompts, one step further to the safe side after each failure.

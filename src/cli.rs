@@ -90,7 +90,9 @@ pub enum Command {
     },
     /// Re-render the report of a run folder (or a folder of `vllm bench serve` results).
     Report {
+        /// A run folder, or a folder of `vllm bench serve` result files.
         dir: PathBuf,
+        /// A minijinja template replacing the built-in report.
         #[arg(long)]
         template: Option<PathBuf>,
         /// md, csv or json.
@@ -99,7 +101,9 @@ pub enum Command {
     },
     /// Compare two runs: per-metric deltas, exit 4 on a regression beyond the threshold.
     Compare {
+        /// The baseline: a run folder or one result file.
         base: PathBuf,
+        /// The candidate: a run folder or one result file.
         cand: PathBuf,
         /// A throughput drop or latency rise beyond this is a regression.
         #[arg(long, default_value = "5%")]

@@ -93,3 +93,22 @@ fn cases_table_lists_the_varying_parameters() {
     );
     assert!(text.trim_end().ends_with("6 cases, 1 service"), "{text}");
 }
+
+#[test]
+fn every_flag_and_argument_of_every_command_has_help() {
+    use clap::CommandFactory;
+    let mut missing = Vec::new();
+    let cmd = benchplan::cli::Cli::command();
+    for sub in cmd.get_subcommands() {
+        for arg in sub.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                missing.push(format!("{} {}", sub.get_name(), id));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "no help text: {missing:#?}");
+}

@@ -21,8 +21,10 @@ pub struct BenchArgs {
     /// Server base URL, such as http://127.0.0.1:8000 (overrides --host and --port).
     #[arg(long)]
     pub base_url: Option<String>,
+    /// Server host when --base-url is not given.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
+    /// Server port when --base-url is not given.
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
     /// API path; inferred from the backend when absent.
@@ -50,6 +52,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub request_id_prefix: Option<String>,
 
+    /// Number of measured requests (conversations with --multi-turn).
     #[arg(long, default_value_t = 1000)]
     pub num_prompts: u64,
     /// Requests per second, or inf.
@@ -58,39 +61,53 @@ pub struct BenchArgs {
     /// Gamma shape of the arrival gaps (1 = Poisson), or inf for constant gaps.
     #[arg(long, default_value = "1.0")]
     pub burstiness: String,
+    /// Most requests in flight at once (a client-side cap).
     #[arg(long)]
     pub max_concurrency: Option<u64>,
     /// linear or exponential.
     #[arg(long)]
     pub ramp_up_strategy: Option<String>,
+    /// Ramp-up: the request rate at the start (requests per second).
     #[arg(long)]
     pub ramp_up_start_rps: Option<f64>,
+    /// Ramp-up: the request rate at the end (requests per second).
     #[arg(long)]
     pub ramp_up_end_rps: Option<f64>,
+    /// Unmeasured copies of the first request sent before the run.
     #[arg(long, default_value_t = 0)]
     pub num_warmups: u64,
     /// Retry the first request until it succeeds or this many seconds pass (0 skips).
     #[arg(long, default_value_t = 0.0)]
     pub ready_check_timeout_sec: f64,
+    /// Seed of the dataset and the arrival schedule.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// No progress bar.
     #[arg(long)]
     pub disable_tqdm: bool,
 
+    /// Sampling temperature (unset: the server's default).
     #[arg(long)]
     pub temperature: Option<f64>,
+    /// Nucleus sampling threshold.
     #[arg(long)]
     pub top_p: Option<f64>,
+    /// Top-k sampling.
     #[arg(long)]
     pub top_k: Option<i64>,
+    /// Min-p sampling.
     #[arg(long)]
     pub min_p: Option<f64>,
+    /// Frequency penalty.
     #[arg(long)]
     pub frequency_penalty: Option<f64>,
+    /// Presence penalty.
     #[arg(long)]
     pub presence_penalty: Option<f64>,
+    /// Repetition penalty (completions send 1.0 unless set, as vLLM).
     #[arg(long)]
     pub repetition_penalty: Option<f64>,
+    /// Ask the server to ignore EOS (on by default for random datasets, as vLLM).
     #[arg(long)]
     pub ignore_eos: bool,
     /// Completions: log-probabilities per token to return (sent as null when unset).
@@ -106,22 +123,29 @@ pub struct BenchArgs {
     /// Per-request SLOs in ms for goodput: ttft:500 tpot:50 e2el:2000.
     #[arg(long, num_args = 1..)]
     pub goodput: Vec<String>,
+    /// Write the result JSON.
     #[arg(long)]
     pub save_result: bool,
+    /// Keep the per-request lists in the result (input/output lengths, TTFTs, ITLs, texts, errors).
     #[arg(long)]
     pub save_detailed: bool,
+    /// Append the result to the file as one JSON line.
     #[arg(long)]
     pub append_result: bool,
+    /// Folder for the result file (vLLM's file name unless --result-filename).
     #[arg(long)]
     pub result_dir: Option<PathBuf>,
+    /// File name of the result (inside --result-dir).
     #[arg(long)]
     pub result_filename: Option<String>,
     /// KEY=VALUE pairs written as top-level keys of the result.
     #[arg(long, num_args = 1..)]
     pub metadata: Vec<String>,
 
+    /// The workload: random, random-mm, random-rerank, prefix_repetition, sharegpt, custom, burstgpt (also the embeddings batch form of random).
     #[arg(long, default_value = "random")]
     pub dataset_name: String,
+    /// The dataset file (sharegpt, custom, burstgpt).
     #[arg(long)]
     pub dataset_path: Option<PathBuf>,
     /// Alias of --random-input-len.
@@ -130,14 +154,19 @@ pub struct BenchArgs {
     /// Alias of the output length of every dataset.
     #[arg(long)]
     pub output_len: Option<u64>,
+    /// random: input tokens a request.
     #[arg(long, default_value_t = 1024)]
     pub random_input_len: u64,
+    /// random: output tokens a request.
     #[arg(long, default_value_t = 128)]
     pub random_output_len: u64,
+    /// random: lengths uniform within this ratio around the mean.
     #[arg(long, default_value_t = 0.0)]
     pub random_range_ratio: f64,
+    /// random: a shared prefix of this many tokens before every prompt.
     #[arg(long, default_value_t = 0)]
     pub random_prefix_len: u64,
+    /// random with openai-embeddings: inputs per request.
     #[arg(long, default_value_t = 1)]
     pub random_batch_size: u64,
     /// random-mm: base number of images per request.
@@ -167,12 +196,16 @@ pub struct BenchArgs {
     /// Keep the file order.
     #[arg(long)]
     pub disable_shuffle: bool,
+    /// prefix_repetition: tokens of each shared prefix.
     #[arg(long, default_value_t = 256)]
     pub prefix_repetition_prefix_len: u64,
+    /// prefix_repetition: tokens after the prefix.
     #[arg(long, default_value_t = 256)]
     pub prefix_repetition_suffix_len: u64,
+    /// prefix_repetition: how many different prefixes.
     #[arg(long, default_value_t = 10)]
     pub prefix_repetition_num_prefixes: u64,
+    /// prefix_repetition: output tokens a request.
     #[arg(long, default_value_t = 128)]
     pub prefix_repetition_output_len: u64,
 
@@ -182,8 +215,10 @@ pub struct BenchArgs {
     /// Turns per conversation (overrides --multi-turn-min-turns/--multi-turn-max-turns).
     #[arg(long)]
     pub multi_turn_num_turns: Option<u64>,
+    /// --multi-turn: fewest turns a conversation.
     #[arg(long, default_value_t = 2)]
     pub multi_turn_min_turns: u64,
+    /// --multi-turn: most turns a conversation.
     #[arg(long, default_value_t = 5)]
     pub multi_turn_max_turns: u64,
     /// Input tokens of each turn after the first; 0 means --random-input-len.

@@ -22,8 +22,11 @@ fn good_stream() -> String {
     format!("{TOKEN}{TOKEN}{TOKEN}{USAGE}{DONE}")
 }
 
+/// A response head. These servers close after each answer, and say so: a server that
+/// closes a kept-alive connection unannounced races the client's next request on it,
+/// which then fails as `connection` (benchplan does not resend a POST).
 fn head(status: &str, kind: &str, framing: &str) -> String {
-    format!("HTTP/1.1 {status}\r\ncontent-type: {kind}\r\n{framing}\r\n")
+    format!("HTTP/1.1 {status}\r\ncontent-type: {kind}\r\nconnection: close\r\n{framing}\r\n")
 }
 
 /// A response with a Content-Length body.

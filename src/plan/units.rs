@@ -56,7 +56,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if value < 0.0 || !value.is_finite() {
         return Err(format!("`{text}` must be a finite, non-negative duration"));
     }
-    Ok(Duration::from_secs_f64(value * scale))
+    // A duration past what `Duration` holds (about 585 billion years) is an error, not
+    // a panic (found by the `slo` fuzz target: `p1_itl=333…350h`).
+    Duration::try_from_secs_f64(value * scale)
+        .map_err(|_| format!("`{text}` is too long a duration"))
 }
 
 impl fmt::Display for Dur {
@@ -340,6 +343,7 @@ mod tests {
         assert!(parse_duration("500").unwrap_err().contains("no unit"));
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration(&format!("{}h", "3".repeat(50))).is_err());
         assert_eq!(Dur(Duration::from_millis(1500)).to_string(), "1500ms");
     }
 

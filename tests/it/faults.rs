@@ -597,11 +597,7 @@ fn a_server_killed_mid_case_during_run_is_counted_and_reported() {
     assert!(!err.contains("panicked"), "{err}");
     // Most requests failed: below the success-rate floor, an SLO verdict (exit 3).
     assert_eq!(out.status.code(), Some(3), "{err}");
-    let batch = std::fs::read_dir(dir.join("r/batch"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir() && p.file_name().unwrap() != "latest")
-        .unwrap();
+    let batch = crate::support::batch_dir(&dir.join("r"));
     let result = std::fs::read_dir(&batch)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -658,11 +654,7 @@ fn sigint_mid_run_keeps_the_partial_case_and_writes_the_report() {
         "ended {:?} after SIGINT",
         t.elapsed()
     );
-    let batch = std::fs::read_dir(dir.join("r/batch"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir() && p.file_name().unwrap() != "latest")
-        .unwrap();
+    let batch = crate::support::batch_dir(&dir.join("r"));
     let manifest: Value =
         serde_json::from_str(&std::fs::read_to_string(batch.join("manifest.json")).unwrap())
             .unwrap();

@@ -126,11 +126,7 @@ fn no_secret_reaches_a_file_or_the_console() {
         }
     }
     // The copies are there, redacted rather than dropped.
-    let batch = std::fs::read_dir(dir.join("r/batch"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir() && !p.ends_with("latest"))
-        .unwrap();
+    let batch = crate::support::batch_dir(&dir.join("r"));
     let copy = std::fs::read_to_string(batch.join("plan.toml")).unwrap();
     assert!(
         copy.contains("Authorization") && copy.contains("<redacted>"),
@@ -320,11 +316,7 @@ fn a_case_that_mostly_failed_is_a_failed_verdict_and_runs_again_on_resume() {
         .unwrap();
     // No SLOs in the plan, but the success-rate floor (95%) fails the flaky case.
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    let batch = std::fs::read_dir(dir.join("r/batch"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir() && !p.ends_with("latest"))
-        .unwrap();
+    let batch = crate::support::batch_dir(&dir.join("r"));
     let report = std::fs::read_to_string(batch.join("report.md")).unwrap();
     let recommended = report
         .split("## Recommendation")

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{benchplan, stderr, stdout};
+use crate::support::{batch_dir, benchplan, stderr, stdout};
 
 fn temp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("benchplan-run-{name}-{}", std::process::id()));
@@ -27,23 +27,6 @@ fn run_quiet(plan: &str, results: &Path) -> std::process::Output {
         results.to_str().unwrap(),
         "--quiet",
     ])
-}
-
-fn batch_dir(results: &Path) -> PathBuf {
-    let batch = results.join("batch");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&batch)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .starts_with("batch_")
-        })
-        .collect();
-    dirs.sort();
-    dirs.pop().expect("one batch folder")
 }
 
 const TWO_SIMS: &str = r#"

@@ -174,3 +174,21 @@ pub fn scripted(
     });
     (format!("http://{addr}"), heads)
 }
+
+/// The newest run folder (`batch_…`) under a results directory.
+pub fn batch_dir(results: &Path) -> PathBuf {
+    let batch = results.join("batch");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&batch)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("batch_")
+        })
+        .collect();
+    dirs.sort();
+    dirs.pop().expect("one batch folder")
+}

@@ -581,14 +581,7 @@ fn a_server_killed_mid_case_during_run_is_counted_and_reported() {
         ),
     )
     .unwrap();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
-        .args(["run", plan.to_str().unwrap(), "--results-dir"])
-        .arg(dir.join("r"))
-        .arg("--quiet")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = crate::support::spawn_run(&plan, &dir.join("r"));
     // The case runs for ~4 s; the server dies a second and a half in.
     std::thread::sleep(Duration::from_millis(1500));
     drop(sim);
@@ -603,15 +596,13 @@ fn a_server_killed_mid_case_during_run_is_counted_and_reported() {
         .map(|e| e.unwrap().path())
         .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("ext-"))
         .unwrap();
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(result).unwrap()).unwrap();
+    let v = crate::support::read_json(&result);
     let kinds = &v["benchplan"]["errors_by_kind"];
     assert!(kinds["connection"].as_u64().unwrap_or(0) > 0, "{kinds}");
     assert_eq!(v["benchplan"]["requests"]["balanced"], true);
     let total = v["completed"].as_u64().unwrap() + v["failed"].as_u64().unwrap();
     assert_eq!(total, 200);
-    let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(batch.join("manifest.json")).unwrap())
-            .unwrap();
+    let manifest = crate::support::read_json(&batch.join("manifest.json"));
     assert_eq!(manifest["cases"][0]["slo_pass"], false);
     assert!(batch.join("report.md").is_file());
     std::fs::remove_dir_all(&dir).ok();
@@ -631,14 +622,7 @@ fn sigint_mid_run_keeps_the_partial_case_and_writes_the_report() {
          [matrix]\nseed = [1, 2]\n",
     )
     .unwrap();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
-        .args(["run", plan.to_str().unwrap(), "--results-dir"])
-        .arg(dir.join("r"))
-        .arg("--quiet")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = crate::support::spawn_run(&plan, &dir.join("r"));
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: sending SIGINT to our own child process.
     unsafe {
@@ -655,9 +639,7 @@ fn sigint_mid_run_keeps_the_partial_case_and_writes_the_report() {
         t.elapsed()
     );
     let batch = crate::support::batch_dir(&dir.join("r"));
-    let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(batch.join("manifest.json")).unwrap())
-            .unwrap();
+    let manifest = crate::support::read_json(&batch.join("manifest.json"));
     assert_eq!(manifest["interrupted"], true);
     let statuses: Vec<&str> = manifest["cases"]
         .as_array()
@@ -667,8 +649,7 @@ fn sigint_mid_run_keeps_the_partial_case_and_writes_the_report() {
         .collect();
     assert_eq!(statuses, vec!["interrupted", "not_run"]);
     let partial = manifest["cases"][0]["file"].as_str().unwrap();
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(batch.join(partial)).unwrap()).unwrap();
+    let v = crate::support::read_json(&batch.join(partial));
     assert_eq!(v["benchplan"]["interrupted"], true);
     assert_eq!(v["benchplan"]["requests"]["balanced"], true);
     let report = std::fs::read_to_string(batch.join("report.md")).unwrap();

@@ -192,3 +192,26 @@ pub fn batch_dir(results: &Path) -> PathBuf {
     dirs.sort();
     dirs.pop().expect("one batch folder")
 }
+
+/// Starts `benchplan run <plan> --results-dir <results> --quiet` in the
+/// background with stdout and stderr captured, for tests that act on the
+/// process while it runs (kill the server, send SIGINT).
+pub fn spawn_run(plan: &Path, results: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .arg("run")
+        .arg(plan)
+        .arg("--results-dir")
+        .arg(results)
+        .arg("--quiet")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("benchplan starts")
+}
+
+/// Reads and parses a JSON file the run wrote.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}

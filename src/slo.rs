@@ -163,12 +163,15 @@ impl SloMetric {
             SloMetric::Latency { .. } => match bare_number {
                 // A bare number is milliseconds, as in the seed's `p99_ttft:500`.
                 Some(ms) => Ok(ms),
-                None => text
-                    .trim()
-                    .parse::<f64>()
-                    .or_else(|_| {
-                        parse_duration(text).map(|d| (d.as_secs_f64() * 1e12).round() / 1e9)
-                    })
+                // In a condition string a unit is required: "< 500" could be seconds.
+                None if text.trim().parse::<f64>().is_ok() => Err(format!(
+                    "`{}` has no unit; write {}ms or {}s (a bare number outside quotes, such as p99_ttft = 500, means milliseconds)",
+                    text.trim(),
+                    text.trim(),
+                    text.trim()
+                )),
+                None => parse_duration(text)
+                    .map(|d| (d.as_secs_f64() * 1e12).round() / 1e9)
                     .map_err(|_| format!("`{text}` is not a latency; write 500ms or 1.5s")),
             },
             SloMetric::SuccessRate => match bare_number {

@@ -341,6 +341,11 @@ fn server_call(
     serde_json::from_str(payload).map_err(|e| format!("{path} did not answer JSON: {e}"))
 }
 
+/// Whether HF_HUB_OFFLINE forbids downloads, as the Hugging Face libraries read it.
+pub fn hf_offline() -> bool {
+    std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
 /// Downloads a hub model's tokenizer.json (and tokenizer_config.json when there is one)
 /// into the local cache, unless HF_HUB_OFFLINE is set. The hub is `$HF_ENDPOINT`
 /// (default https://huggingface.co); `$HF_TOKEN` authorises gated models.
@@ -348,7 +353,7 @@ pub async fn hf_download_tokenizer(
     model_id: &str,
     client: &reqwest::Client,
 ) -> Result<PathBuf, String> {
-    if std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")) {
+    if hf_offline() {
         return Err(format!(
             "`{model_id}` is not in the local Hugging Face cache and HF_HUB_OFFLINE is set"
         ));

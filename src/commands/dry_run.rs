@@ -2,26 +2,35 @@
 
 use crate::dataset::conversations::{self, Conversations, History};
 use crate::exit::Exit;
+use crate::load::target::resolve_tokenizer;
 use crate::metrics::stats::{mean, percentile};
 use crate::plan::Dataset;
+use crate::plan::Service;
 use crate::planner::Planned;
-use crate::tokenizer::TokenModel;
+use crate::planner::tokenizer::{TOKENIZER_OPTIONS, is_hub_id};
+use crate::tokenizer::{TokenModel, hf_offline};
 
 /// Prints, per case, the request count and input/output length statistics.
 pub fn print(p: &Planned) -> Exit {
     let mut header = false;
+    let mut noted = std::collections::HashSet::new();
     for case in &p.cases {
         let svc = &p.plan.services[&case.service];
-        // Without traffic, only a local tokenizer can be used; the simulator's is built in.
-        let tokens = match svc.tokenizer_path() {
-            Some(path) => match TokenModel::load(&path) {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("error: {}: {e}", case.id);
-                    return Exit::Runtime;
+        let tokens = match tokens_for(svc) {
+            Ok(Tokens::Found(t)) => t,
+            Ok(Tokens::NeedsServer(why)) => {
+                if noted.insert(case.service.clone()) {
+                    eprintln!(
+                        "note: {}: {why}, which --dry-run does not contact; lengths below use the built-in word tokenizer",
+                        case.service
+                    );
                 }
-            },
-            None => TokenModel::Builtin,
+                TokenModel::Builtin
+            }
+            Err(e) => {
+                eprintln!("error: {}: {e}", case.id);
+                return Exit::BadPlan;
+            }
         };
         if let Dataset::MultiTurn(d) = &case.params.dataset {
             let n = case.params.num_prompts as usize;
@@ -74,6 +83,38 @@ pub fn print(p: &Planned) -> Exit {
         );
     }
     Exit::Ok
+}
+
+/// The tokenizer a dry run can use: the one the run would load, when it is on this machine.
+enum Tokens {
+    Found(TokenModel),
+    /// Only the server (its /tokenize, its /v1/models, or the hub) can tell.
+    NeedsServer(String),
+}
+
+fn tokens_for(svc: &Service) -> Result<Tokens, String> {
+    let name = match (svc.tokenizer.as_deref(), svc.model.as_deref()) {
+        _ if svc.is_sim() => "",
+        (Some("server"), _) => {
+            return Ok(Tokens::NeedsServer(
+                "tokenizer = \"server\" counts tokens on the server".into(),
+            ));
+        }
+        (Some(t), _) => t,
+        (None, Some(m)) => m,
+        (None, None) => {
+            return Ok(Tokens::NeedsServer(
+                "the tokenizer is the model root that /v1/models reports".into(),
+            ));
+        }
+    };
+    match resolve_tokenizer(svc, svc.base_url.as_deref().unwrap_or(""), name) {
+        Ok((t, _)) => Ok(Tokens::Found(t)),
+        Err(_) if is_hub_id(name) && !hf_offline() => Ok(Tokens::NeedsServer(format!(
+            "`{name}` is downloaded from the Hugging Face hub at run time"
+        ))),
+        Err(e) => Err(format!("{e}; {TOKENIZER_OPTIONS}")),
+    }
 }
 
 /// A multi-turn case: per turn index, the conversations that reach it, the tokens the

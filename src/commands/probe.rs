@@ -94,6 +94,47 @@ async fn status(client: &reqwest::Client, url: &str, headers: &HeaderMap) -> Str
     }
 }
 
+/// Where a run would find the tokenizer of `root` (a plan without `tokenizer` uses the
+/// model's root), and whether the server's /tokenize is an alternative.
+async fn tokenizer_line(
+    client: &reqwest::Client,
+    base: &str,
+    headers: &HeaderMap,
+    model: &str,
+    root: &str,
+) -> String {
+    let local = if crate::tokenizer::tokenizer_file(std::path::Path::new(root)).is_file() {
+        format!("`{root}` is a local tokenizer")
+    } else if crate::tokenizer::hf_cache_tokenizer(root).is_some() {
+        format!("`{root}` is in the local Hugging Face cache")
+    } else if crate::planner::tokenizer::is_hub_id(root) {
+        format!("`{root}` is a Hugging Face id, not cached here: a run downloads it once")
+    } else {
+        format!("`{root}` is no tokenizer this machine has: a run needs `tokenizer` set")
+    };
+    let tokenize = client
+        .post(format!("{base}/tokenize"))
+        .headers(headers.clone())
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::json!({"model": model, "prompt": "Say hello."}).to_string())
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await;
+    let server = match tokenize {
+        Ok(r) if r.status().is_success() => {
+            let v: Value =
+                serde_json::from_slice(&r.bytes().await.unwrap_or_default()).unwrap_or_default();
+            v["tokens"].is_array()
+        }
+        _ => false,
+    };
+    if server {
+        format!("{local}; the server answers /tokenize, so tokenizer = \"server\" works too")
+    } else {
+        format!("{local}; the server has no /tokenize")
+    }
+}
+
 /// How `probe` reaches a service.
 #[derive(Debug, Clone, Default)]
 pub struct ProbeArgs {
@@ -211,16 +252,21 @@ pub fn run(args: ProbeArgs) -> Exit {
                 );
             }
         }
-        let model = match model {
-            Some(m) => m,
+        let (model, root) = match model {
+            Some(m) => (m.clone(), m),
             None => match discover_model(&client, &base, &headers).await {
-                Ok((id, _)) => id,
+                Ok(found) => found,
                 Err(_) => {
                     println!("{:<12}no model known: give --model", "smoke:");
                     return Exit::Runtime;
                 }
             },
         };
+        println!(
+            "{:<12}{}",
+            "tokenizer:",
+            tokenizer_line(&client, &base, &headers, &model, &root).await
+        );
         let mut any_ok = false;
         let wanted: Vec<Backend> = backend.map_or_else(
             || {

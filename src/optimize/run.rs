@@ -25,7 +25,7 @@ use crate::plan::{CaseParams, Service};
 use crate::planner::{Case, Planned};
 use crate::results::vllm_json::{Header, result_json};
 use crate::results::write::write_atomic;
-use crate::slo::{Op, Slo};
+use crate::slo::{Op, Slo, SloMetric};
 use crate::timefmt;
 
 /// Which variable a stage varies, and how.
@@ -112,7 +112,17 @@ fn margins(
                         slo.unit()
                     ));
                 }
-                min = min.min(m);
+                // A perfect success or goodput ratio cannot get better: its room above
+                // the floor is not a margin to report, nor a reason to rerun a point as
+                // "close to a threshold" (it made every pass read 1.01% at 100% vs 99%).
+                let perfect = match slo.metric {
+                    SloMetric::SuccessRate => a >= 100.0,
+                    SloMetric::GoodputRatio => a >= 1.0,
+                    _ => false,
+                };
+                if !perfect {
+                    min = min.min(m);
+                }
             }
             None => {
                 violations.push(format!("{}: the run has no such metric", slo.key));
@@ -120,7 +130,8 @@ fn margins(
             }
         }
     }
-    (min, violations, judged)
+    // Only perfect ratios were judged: as much room as a threshold can have.
+    (if min.is_finite() { min } else { 1.0 }, violations, judged)
 }
 
 fn config(opt: &Optimize, integer: bool, smallest: bool, min: f64, max: f64) -> Config {
@@ -357,6 +368,18 @@ fn metrics_at(results: &Map<String, Value>, outcome: &Outcome) -> Value {
             m.insert(k.clone(), v.clone());
         }
     }
+    // The ratios SLOs judge, which vLLM's result keys hold only as counts and rates.
+    let num = |k: &str| r.get(k).and_then(Value::as_f64);
+    if let (Some(ok), Some(failed)) = (num("completed"), num("failed")) {
+        if ok + failed > 0.0 {
+            m.insert("success_rate".into(), json!(ok / (ok + failed) * 100.0));
+        }
+    }
+    if let (Some(good), Some(all)) = (num("request_goodput"), num("request_throughput")) {
+        if all > 0.0 {
+            m.insert("goodput_ratio".into(), json!(good / all));
+        }
+    }
     Value::Object(m)
 }
 
@@ -482,7 +505,7 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> Exit {
                 "concurrency_stage1": stage2.as_ref().map(|(c, _)| c),
                 "neighbourhood": neighbourhood,
                 "baseline": baseline,
-                "slo_targets": planned.optimize_slos.iter().map(|(s, _)| json!({"key": s.key, "direction": s.op.symbol(), "value": s.threshold})).collect::<Vec<_>>(),
+                "slo_targets": planned.optimize_slos.iter().map(|(s, _)| json!({"key": s.key, "metric": s.metric.result_key(), "direction": s.op.symbol(), "value": s.threshold})).collect::<Vec<_>>(),
                 "recommendation": recommendation,
                 "ending": outcome.ending,
                 "highest_pass": outcome.highest_pass,

@@ -47,6 +47,31 @@ impl Default for Dataset {
     }
 }
 
+/// Whether `key` is a setting of some dataset (`input_len`, `path`, …), read from the
+/// schema so a new dataset field is known here without a list to keep in step.
+pub fn is_dataset_key(key: &str) -> bool {
+    static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        fn collect(v: &serde_json::Value, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    if let Some(serde_json::Value::Object(props)) = m.get("properties") {
+                        out.extend(props.keys().filter(|k| *k != "name").cloned());
+                    }
+                    m.values().for_each(|c| collect(c, out));
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|c| collect(c, out)),
+                _ => {}
+            }
+        }
+        let mut keys = Vec::new();
+        collect(&schemars::schema_for!(Dataset).to_value(), &mut keys);
+        keys
+    })
+    .iter()
+    .any(|k| k == key)
+}
+
 impl Dataset {
     pub const NAMES: [&'static str; 8] = [
         "random",

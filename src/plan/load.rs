@@ -111,6 +111,13 @@ fn type_error(path: &str, raw: &str) -> Diagnostic {
         )
     } else if raw.contains("unknown variant") {
         "use one of the values listed".to_string()
+    } else if path.ends_with("dataset") && raw.contains("expected internally tagged enum") {
+        // `dataset = "random"`: serde names the Rust type; say the table it wants.
+        return Diagnostic::error(path, "a dataset is a table with its `name` and settings, not a string")
+            .with_help(format!(
+                "write dataset = {{ name = \"random\", input_len = 1024, output_len = 128 }} (names: {})",
+                super::Dataset::NAMES.join(", ")
+            ));
     } else if raw.contains("invalid type") {
         "give a value of the type the key expects (see `benchplan schema`)".to_string()
     } else {

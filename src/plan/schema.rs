@@ -163,7 +163,13 @@ fn walk(value: &mut Value, schema: &Value, defs: &Value, path: &str, out: &mut V
                 } else if sh.closed || !sh.properties.is_empty() {
                     let known: Vec<&str> = sh.properties.keys().map(String::as_str).collect();
                     let mut d = Diagnostic::error(child_path, format!("unknown key `{key}`"));
+                    // A dataset setting written beside `dataset` instead of inside it.
+                    let dataset_key = sh.properties.contains_key("dataset")
+                        && crate::plan::dataset::is_dataset_key(&key);
                     d = match did_you_mean(&key, known.iter().copied()) {
+                        _ if dataset_key => d.with_help(format!(
+                            "`{key}` belongs to the dataset: write dataset = {{ name = \"random\", {key} = … }}, or `\"dataset.{key}\"` as a matrix axis"
+                        )),
                         Some(s) => d.with_help(format!("did you mean `{s}`?")),
                         None => d.with_help(format!("known keys here: {}", known.join(", "))),
                     };

@@ -121,6 +121,7 @@ pub fn check_plan(
             }
             _ => {}
         }
+        super::tokenizer::check_tokenizer(&path, svc, out);
         if let Some(env) = &svc.api_key_env {
             if env.is_empty() || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 out.push(

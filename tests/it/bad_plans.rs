@@ -8,6 +8,34 @@ use crate::support::{plan_text, repo};
 /// (what it shows, format, plan text, substrings the diagnostics must contain).
 const BAD: &[(&str, Format, &str, &[&str])] = &[
     (
+        "a dataset given as a bare name",
+        Format::Toml,
+        "[defaults]\ndataset = \"random\"\n",
+        &[
+            "bad.toml:2:1: `defaults.dataset`: a dataset is a table",
+            "dataset = { name = \"random\", input_len = 1024",
+        ],
+    ),
+    (
+        "a dataset setting beside the dataset",
+        Format::Toml,
+        "[defaults]\ninput_len = 100\n",
+        &[
+            "bad.toml:2:1: `defaults.input_len`: unknown key",
+            "`input_len` belongs to the dataset",
+            "\"dataset.input_len\"",
+        ],
+    ),
+    (
+        "a latency condition without a unit",
+        Format::Toml,
+        "[slo]\np99_ttft = \"< 500\"\n",
+        &[
+            "bad.toml:2:1: `slo.p99_ttft`: `500` has no unit",
+            "write 500ms or 500s",
+        ],
+    ),
+    (
         "typo in a key",
         Format::Toml,
         "[defaults]\nnum_prompts = 10\nmax_concurency = 4\n",

@@ -19,3 +19,4 @@ mod run_plan;
 mod sim;
 mod sim_timing;
 mod support;
+mod tokenizers;

@@ -78,3 +78,75 @@ fn every_schema_field_has_a_description() {
         "fields without a doc comment: {missing:?}"
     );
 }
+
+/// Per shipped plan, what shrinks it for the suite: fewer prompts (and conversations),
+/// no cooldown, and only its simulator services (`compare.yaml` also names an external
+/// server that no test may call). The SLOs stay as shipped, so a plan whose own gates
+/// fail on its simulator fails here. The shipped sizes were run whole by hand: see the
+/// README's plan table for their running times.
+fn shrunk(plan: &str) -> Vec<&'static str> {
+    let mut s = vec![
+        "--set",
+        "defaults.num_prompts=8",
+        "--set",
+        "execution.cooldown=\"0s\"",
+    ];
+    match plan {
+        "compare.yaml" => s.extend(["--set", "matrix.service=[\"h100-sim\"]"]),
+        "slo-search.toml" => s.extend([
+            "--set",
+            "matrix.\"dataset.input_len\"=[512]",
+            "--set",
+            "defaults.dataset.output_len=16",
+            "--set",
+            "optimize.max=32",
+            "--set",
+            "optimize.warmup_prompts=4",
+            "--set",
+            "optimize.probe={\"multiplier\":1,\"floor\":8}",
+            "--set",
+            "optimize.bisect={\"multiplier\":1,\"floor\":8}",
+            "--set",
+            "optimize.validation={\"multiplier\":2,\"floor\":16}",
+        ]),
+        "length-sweep.toml" => s.extend(["--set", "matrix.max_concurrency=[16]"]),
+        "multi-turn.toml" => s.extend(["--set", "matrix.multi_turn_concurrency=[2]"]),
+        _ => {}
+    }
+    s
+}
+
+#[test]
+fn every_shipped_plan_runs_on_its_simulators_and_exits_0() {
+    let out_root = std::env::temp_dir().join(format!("benchplan-shipped-{}", std::process::id()));
+    let mut names: Vec<String> = std::fs::read_dir(repo().join("plans"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            (name.ends_with(".toml") || name.ends_with(".yaml")).then_some(name)
+        })
+        .collect();
+    names.sort();
+    assert!(names.len() >= 6, "{names:?}");
+    for name in &names {
+        let plan = format!("plans/{name}");
+        let results = out_root.join(name);
+        let mut args = vec!["run", plan.as_str(), "--quiet", "--results-dir"];
+        args.push(results.to_str().unwrap());
+        args.extend(shrunk(name));
+        let out = benchplan(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{plan} must pass its own gates on its simulators:\n{}\n{}",
+            stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let verdict = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            verdict.contains(" 0 SLO failure(s), 0 regression(s): exit 0"),
+            "{plan}: {verdict}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out_root);
+}

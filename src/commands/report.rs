@@ -10,7 +10,7 @@ use crate::plan::Report;
 use crate::plan::units::{Percent, parse_percent};
 use crate::report::compare::{compare_dirs, load_results, markdown};
 use crate::report::csv::Row;
-use crate::report::view::{ReportView, case_view, recommend};
+use crate::report::view::{ReportView, ServiceView, case_view, recommend};
 
 /// The view of a folder: its manifest's order and failures when it has one.
 fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
@@ -21,6 +21,20 @@ fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
         .unwrap_or_default();
     let mut views = Vec::new();
     let mut rows = Vec::new();
+    let axes_of = |id: &str| -> indexmap::IndexMap<String, String> {
+        manifest["cases"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["id"] == id)
+            .and_then(|c| c["axes"].as_object())
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     let listed: Vec<(String, String, Option<String>, Option<String>)> =
         match manifest["cases"].as_array() {
             Some(cases) => cases
@@ -68,7 +82,9 @@ fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
             (None, None, _) => Some("no result file".into()),
             (None, Some(_), _) => None,
         };
-        views.push(case_view(&id, &service, &status, r, error));
+        let mut view = case_view(&id, &service, &status, r, error);
+        view.axes = axes_of(&id);
+        views.push(view);
         rows.push(Row {
             id: id.clone(),
             service,
@@ -92,7 +108,60 @@ fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
         Err(e) => (None, Some(e)),
     };
     let s = |k: &str| manifest[k].as_str().unwrap_or("").to_string();
+    // A folder of plain `vllm bench serve` results has no manifest: its services are
+    // the models the files name, and its time span the files' `date`s.
+    let services = if manifest.is_null() {
+        let mut seen: Vec<ServiceView> = Vec::new();
+        for r in results.values() {
+            let model = r.get("model_id").and_then(Value::as_str).unwrap_or("");
+            if !model.is_empty() && !seen.iter().any(|v| v.name == model) {
+                seen.push(ServiceView {
+                    name: model.to_string(),
+                    kind: "vllm bench serve results".into(),
+                    base_url: "-".into(),
+                    model: model.to_string(),
+                    error: None,
+                });
+            }
+        }
+        seen
+    } else {
+        manifest["services"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, m)| ServiceView {
+                name: name.clone(),
+                kind: m["kind"].as_str().unwrap_or("").to_string(),
+                base_url: m["base_url"].as_str().unwrap_or("").to_string(),
+                model: m["model"].as_str().unwrap_or("").to_string(),
+                error: m["error"].as_str().map(str::to_string),
+            })
+            .collect()
+    };
+    let mut axes: Vec<String> = Vec::new();
+    for k in views.iter().flat_map(|v| v.axes.keys()) {
+        if !axes.contains(k) {
+            axes.push(k.clone());
+        }
+    }
+    let mut dates: Vec<&str> = results
+        .values()
+        .filter_map(|r| r.get("date").and_then(Value::as_str))
+        .collect();
+    dates.sort_unstable();
+    let span = |first: bool, key: &str| {
+        let from_manifest = s(key);
+        if !from_manifest.is_empty() {
+            return from_manifest;
+        }
+        let d = if first { dates.first() } else { dates.last() };
+        d.map_or_else(String::new, |d| d.to_string())
+    };
+    let recommendations = crate::report::view::recommend_groups(&views, have_slos);
     let view = ReportView {
+        axes,
+        recommendations,
         plan: manifest["plan"].as_str().map_or_else(
             || {
                 dir.file_name()
@@ -103,11 +172,11 @@ fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
             str::to_string,
         ),
         description: None,
-        started: s("started"),
-        finished: s("finished"),
+        started: span(true, "started"),
+        finished: span(false, "finished"),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         command: s("command"),
-        services: Vec::new(),
+        services,
         slos,
         failed_cases: views.iter().filter(|v| v.status != "ok").cloned().collect(),
         slo_failures: views.iter().filter(|v| v.slo_pass == Some(false)).count(),

@@ -13,6 +13,7 @@ pub mod parallel;
 pub mod resume;
 pub mod services;
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -23,7 +24,9 @@ use crate::exit::Exit;
 use crate::load::stop::Stop;
 use crate::planner::Planned;
 use crate::report::csv::Row;
-use crate::report::view::{ReportView, ServiceView, case_view, recommend};
+use crate::report::view::{
+    ReportView, ServiceView, axis_values, case_view, recommend, recommend_groups,
+};
 use crate::results::write::write_atomic;
 use crate::timefmt;
 use case::Status;
@@ -244,6 +247,10 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     manifest["interrupted"] = json!(ctl.interrupted());
     for (i, (case, o)) in planned.cases.iter().zip(&outcomes).enumerate() {
         manifest["cases"][i] = parallel::manifest_entry(&case.id, &case.service, o);
+        // The matrix values, so `benchplan report` can show them as columns again.
+        manifest["cases"][i]["axes"] = json!(axis_values(
+            case.assignments.iter().map(|a| (&*a.key, &a.value))
+        ));
     }
     let _ = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest));
     let mut views = Vec::new();
@@ -255,13 +262,15 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         for p in &o.problems {
             eprintln!("error: case {}: {p}", case.id);
         }
-        views.push(case_view(
+        let mut view = case_view(
             &case.id,
             &case.service,
             o.status.as_str(),
             o.result.as_ref(),
             o.error,
-        ));
+        );
+        view.axes = axis_values(case.assignments.iter().map(|a| (&*a.key, &a.value)));
+        views.push(view);
         rows.push(Row {
             id: case.id.clone(),
             service: case.service.clone(),
@@ -274,7 +283,16 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         Ok(r) => (Some(r), None),
         Err(why) => (None, Some(why)),
     };
+    let mut axes: Vec<String> = Vec::new();
+    for k in views.iter().flat_map(|v| v.axes.keys()) {
+        if !axes.contains(k) {
+            axes.push(k.clone());
+        }
+    }
+    let recommendations = recommend_groups(&views, planned.user_slos > 0);
     let mut report = ReportView {
+        axes,
+        recommendations,
         plan: plan.name.clone().unwrap_or_default(),
         description: plan.description.clone(),
         started: timefmt::iso(started),
@@ -411,6 +429,7 @@ pub fn write_reports(
             eprintln!("warning: cannot append to $GITHUB_STEP_SUMMARY: {e}");
         }
     }
-    println!("{md}");
+    // A closed pipe (`| head`) ends the printing, not the run: the files are written.
+    let _ = writeln!(std::io::stdout().lock(), "{md}");
     Exit::Ok
 }

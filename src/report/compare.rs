@@ -47,6 +47,36 @@ fn plan_hash_of(dir: &Path) -> Option<String> {
 
 /// Result files of a run folder (benchplan's, or plain `vllm bench serve` results), by
 /// case id; a single result file gives itself.
+/// Compares strings with runs of digits as numbers: `c8` before `c32`.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn chunks(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let bytes = s.as_bytes();
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let (ca, cb) = (chunks(a), chunks(b));
+    for (x, y) in ca.iter().zip(&cb) {
+        let o = match (x, y) {
+            ((true, x), (true, y)) => {
+                let (x, y) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
+                x.len().cmp(&y.len()).then_with(|| x.cmp(y))
+            }
+            ((_, x), (_, y)) => x.cmp(y),
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    ca.len().cmp(&cb.len()).then_with(|| a.cmp(b))
+}
+
 pub fn load_results(dir: &Path) -> Result<IndexMap<String, Map<String, Value>>, String> {
     let mut files: Vec<_> = if dir.is_file() {
         vec![dir.to_path_buf()]
@@ -67,7 +97,8 @@ pub fn load_results(dir: &Path) -> Result<IndexMap<String, Map<String, Value>>, 
             })
             .collect()
     };
-    files.sort();
+    // Natural order, so c1, c8, c32 read as the sweep went (not c1, c32, c8).
+    files.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
     let mut out = IndexMap::new();
     for f in files {
         let text =
@@ -262,5 +293,32 @@ mod tests {
         assert!(!is_latency_key("std_ttft_ms") && !is_latency_key("duration"));
         assert_eq!(slug("sim-c4-0123456789ab"), "sim-c4");
         assert_eq!(slug("openai-chat-infqps"), "openai-chat-infqps");
+    }
+}
+
+#[cfg(test)]
+mod natural_order_tests {
+    use super::natural_cmp;
+
+    #[test]
+    fn numbers_in_names_sort_by_value() {
+        let mut v = vec![
+            "x-c32.json",
+            "x-c1.json",
+            "x-c8.json",
+            "x-c08b.json",
+            "a.json",
+        ];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            v,
+            [
+                "a.json",
+                "x-c1.json",
+                "x-c8.json",
+                "x-c08b.json",
+                "x-c32.json"
+            ]
+        );
     }
 }

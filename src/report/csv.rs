@@ -41,16 +41,18 @@ pub fn summary_csv(rows: &[Row]) -> Result<String, String> {
             m
         })
         .collect();
+    // The fixed columns come first; the benchplan block repeats case_id and service.
+    let fixed = ["case_id", "service", "status"];
     let mut columns: Vec<String> = Vec::new();
     for m in &flat {
         for k in m.keys() {
-            if !columns.contains(k) {
+            if !columns.contains(k) && !fixed.contains(&k.as_str()) {
                 columns.push(k.clone());
             }
         }
     }
     let mut w = csv::Writer::from_writer(Vec::new());
-    let mut header = vec!["case_id".to_string(), "service".into(), "status".into()];
+    let mut header: Vec<String> = fixed.iter().map(|s| s.to_string()).collect();
     header.extend(columns.iter().cloned());
     w.write_record(&header).map_err(|e| e.to_string())?;
     for (row, m) in rows.iter().zip(&flat) {

@@ -54,6 +54,9 @@ pub struct CaseView {
     pub spread: Option<String>,
     /// Multi-turn cases: what the conversations did, and each turn index's metrics.
     pub conversations: Option<ConversationsView>,
+    /// The matrix values of this case other than the service and the load
+    /// (concurrency and rate have their own columns), by axis key.
+    pub axes: indexmap::IndexMap<String, String>,
 }
 
 /// A multi-turn case's conversations.
@@ -125,6 +128,15 @@ pub struct Recommendation {
     pub reason: String,
 }
 
+/// The best case of one service and workload, if one meets every SLO.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupRecommendation {
+    pub service: String,
+    pub axes: indexmap::IndexMap<String, String>,
+    pub case: Option<String>,
+    pub reason: String,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ReportView {
     pub plan: String,
@@ -138,6 +150,12 @@ pub struct ReportView {
     pub slos: Vec<String>,
     pub cases: Vec<CaseView>,
     pub recommendation: Option<Recommendation>,
+    /// The matrix axes shown as columns (see `CaseView::axes`), in declared order.
+    pub axes: Vec<String>,
+    /// With more than one service or workload: the best load point of each (cases that
+    /// differ only in concurrency or rate), since comparing across workloads picks the
+    /// cheapest workload, not the best setting.
+    pub recommendations: Vec<GroupRecommendation>,
     /// Why there is no recommendation, when there is none.
     pub no_recommendation: Option<String>,
     pub failed_cases: Vec<CaseView>,
@@ -186,6 +204,7 @@ pub fn case_view(
         repeats: None,
         spread: None,
         conversations: None,
+        axes: indexmap::IndexMap::new(),
     };
     let Some(r) = result else { return v };
     v.conversations = conversations_view(r);
@@ -301,4 +320,50 @@ pub fn recommend(cases: &[CaseView], have_slos: bool) -> Result<Recommendation, 
         case: best.id.clone(),
         reason: format!("highest {what} ({:.2} {unit}) {among}", score(best)),
     })
+}
+
+/// One recommendation per service and workload (see `ReportView::recommendations`).
+pub fn recommend_groups(cases: &[CaseView], have_slos: bool) -> Vec<GroupRecommendation> {
+    let mut groups: Vec<(String, indexmap::IndexMap<String, String>, Vec<CaseView>)> = Vec::new();
+    for c in cases {
+        match groups
+            .iter_mut()
+            .find(|(s, a, _)| *s == c.service && *a == c.axes)
+        {
+            Some(g) => g.2.push(c.clone()),
+            None => groups.push((c.service.clone(), c.axes.clone(), vec![c.clone()])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(service, axes, members)| {
+            let (case, reason) = match recommend(&members, have_slos) {
+                Ok(r) => (Some(r.case), r.reason),
+                Err(why) => (None, why),
+            };
+            GroupRecommendation {
+                service,
+                axes,
+                case,
+                reason,
+            }
+        })
+        .collect()
+}
+
+/// The axis values of a case for the report: every matrix key but the service and the
+/// load, values as written (strings unquoted).
+pub fn axis_values<'a>(
+    assigned: impl Iterator<Item = (&'a str, &'a Value)>,
+) -> indexmap::IndexMap<String, String> {
+    assigned
+        .filter(|(k, _)| !matches!(*k, "service" | "max_concurrency" | "request_rate"))
+        .map(|(k, v)| {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.to_string(), text)
+        })
+        .collect()
 }

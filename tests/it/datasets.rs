@@ -503,8 +503,8 @@ fn hub_ids_download_once_into_the_cache_and_respect_offline_mode() {
     let out = bench(true);
     assert_eq!(
         out.status.code(),
-        Some(1),
-        "offline and not cached: a clear error"
+        Some(2),
+        "offline and not cached: a clear error before any traffic"
     );
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("HF_HUB_OFFLINE is set"),

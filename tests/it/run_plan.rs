@@ -89,6 +89,11 @@ fn a_plan_runs_into_the_results_tree() {
     let headers = rdr.headers().unwrap().clone();
     let rows: Vec<csv::StringRecord> = rdr.records().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), 4);
+    let mut names: Vec<&str> = headers.iter().collect();
+    names.sort_unstable();
+    let before = names.len();
+    names.dedup();
+    assert_eq!(names.len(), before, "duplicate columns in {headers:?}");
     for col in [
         "mean_ttft_ms",
         "p99_ttft_ms",
@@ -111,7 +116,7 @@ fn a_plan_runs_into_the_results_tree() {
         );
     }
     let report = std::fs::read_to_string(b.join("report.md")).unwrap();
-    assert!(report.contains("| Case | Concurrency | Rate | Prompts | Req/s | Out tok/s | TTFT mean | TTFT P99 | TPOT mean | TPOT P99 | E2E P99 | Success% |"));
+    assert!(report.contains("| Case | Service | Concurrency | Rate | Prompts | Req/s | Out tok/s | TTFT mean | TTFT P99 | TPOT mean | TPOT P99 | E2E P99 | Success% |"));
     assert!(
         report.contains("## SLO compliance")
             && report.contains("## Recommendation")
@@ -655,7 +660,7 @@ fn junit_repeats_parallel_and_report_rerendering() {
 #[test]
 fn report_reads_a_folder_of_vllm_results() {
     let dir = temp("vllmdir");
-    for c in ["2", "4"] {
+    for c in ["2", "4", "16"] {
         let out = benchplan(&[
             "bench",
             "--sim",
@@ -687,7 +692,22 @@ fn report_reads_a_folder_of_vllm_results() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let md = stdout(&out);
     assert!(
-        md.contains("| c2 | 2 | inf | 20 |") && md.contains("| 4 | inf | 20 |"),
+        md.contains("| c2 | benchplan-sim | 2 | inf | 20 |") && md.contains("| 4 | inf | 20 |"),
+        "{md}"
+    );
+    // In the sweep's order (c2, c4, c16, not c16, c2, c4); no empty run line, services
+    // table or Reproduce block for files that carry none of them.
+    let at = |k: &str| md.find(k).unwrap_or_else(|| panic!("{k} in {md}"));
+    assert!(
+        at("| 2 | inf |") < at("| 4 | inf |") && at("| 4 | inf |") < at("| 16 | inf |"),
+        "{md}"
+    );
+    assert!(
+        !md.contains("Run  to") && !md.contains("## Reproduce"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| benchplan-sim | vllm bench serve results |"),
         "{md}"
     );
     std::fs::remove_dir_all(&dir).ok();
@@ -791,5 +811,61 @@ fn a_server_with_another_model_is_refused_before_any_case() {
         "{err}"
     );
     assert!(!err.contains("[1/1]"), "no case ran: {err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn matrix_axes_are_columns_and_each_workload_gets_its_own_recommendation() {
+    let dir = temp("groups");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        "[services.a]\nsim = { preset = \"fast\" }\n[services.b]\nsim = { preset = \"fast\" }\n\
+         [defaults]\nnum_prompts = 6\ndataset = { name = \"random\", input_len = 16, output_len = 4 }\n\
+         [matrix]\n\"dataset.input_len\" = [16, 64]\nmax_concurrency = [1, 4]\n[slo]\np99_ttft = \"<= 5s\"\n",
+    )
+    .unwrap();
+    let out = benchplan(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--quiet",
+        "--results-dir",
+        dir.join("r").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let md = std::fs::read_to_string(crate::support::batch_dir(&dir.join("r")).join("report.md"))
+        .unwrap();
+    // A pass/fail headline before anything else.
+    assert!(
+        md.lines().nth(2) == Some("**PASS**: 8 case(s), 0 not measured, 0 SLO failure(s)."),
+        "{md}"
+    );
+    assert!(
+        md.contains("| Case | Service | dataset.input_len | Concurrency |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| a-in64-c4-") && md.contains(" | a | 64 | 4 | "),
+        "{md}"
+    );
+    // Four groups (2 services × 2 input lengths), each recommending one of its own cases.
+    let rec = md.split("## Recommendation").nth(1).unwrap();
+    for (svc, len) in [("a", 16), ("a", 64), ("b", 16), ("b", 64)] {
+        let row = rec
+            .lines()
+            .find(|l| l.starts_with(&format!("| {svc} | {len} | ")))
+            .unwrap_or_else(|| panic!("no row for {svc} in{len}: {rec}"));
+        assert!(row.contains(&format!("**{svc}-in{len}-c")), "{row}");
+    }
+    // `report` over the folder shows the same columns again.
+    let again = benchplan(&[
+        "report",
+        crate::support::batch_dir(&dir.join("r")).to_str().unwrap(),
+    ]);
+    assert!(
+        stdout(&again).contains("| Case | Service | dataset.input_len | Concurrency |"),
+        "{}",
+        stdout(&again)
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -59,6 +59,8 @@ pub enum Command {
         /// Write JUnit XML: one test per case and SLO.
         #[arg(long)]
         junit: Option<PathBuf>,
+        #[command(flatten)]
+        shard: ShardArgs,
     },
     /// Run only the plan's SLO searches (`run` runs them after the matrix).
     Optimize {
@@ -127,6 +129,41 @@ pub struct PlanArgs {
     /// Plan syntax, when the file name does not tell.
     #[arg(long, value_enum)]
     pub format: Option<Format>,
+}
+
+/// Running one share of a plan's cases (see `planner::shard`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ShardArgs {
+    /// Run only shard I of N (0-based I, such as 0/3): this process's share of the cases.
+    #[arg(long, value_name = "I/N", conflicts_with = "shard_from_env")]
+    pub shard: Option<String>,
+    /// Read I (and N) from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs, with --shard-count), CI_NODE_INDEX/CI_NODE_TOTAL (GitLab) or BENCHPLAN_SHARD_INDEX/BENCHPLAN_SHARD_COUNT.
+    #[arg(long)]
+    pub shard_from_env: bool,
+    /// N for --shard-from-env when the environment has only the index (a Job's `completions`).
+    #[arg(long, value_name = "N")]
+    pub shard_count: Option<usize>,
+    /// Cut shards by service (default: no two shards load one endpoint) or by case.
+    #[arg(long, value_enum, default_value_t)]
+    pub shard_by: crate::planner::shard::ShardBy,
+    /// Exit 0 whenever the shard ran, even when an SLO failed or a metric regressed: the merge judges.
+    #[arg(long)]
+    pub defer_verdict: bool,
+}
+
+impl ShardArgs {
+    /// The shard this process runs, if it runs one.
+    pub fn shard(&self) -> Result<Option<crate::planner::shard::Shard>, String> {
+        use crate::planner::shard::Shard;
+        if let Some(text) = &self.shard {
+            return Shard::parse(text, self.shard_by).map(Some);
+        }
+        if self.shard_from_env {
+            return Shard::from_env(self.shard_count, self.shard_by, &|k| std::env::var(k).ok())
+                .map(Some);
+        }
+        Ok(None)
+    }
 }
 
 impl PlanArgs {
@@ -220,7 +257,49 @@ pub fn run(cli: Cli) -> Exit {
             quiet,
             resume,
             junit,
-        } => with_plan(&plan, |p| {
+            shard,
+        } => with_plan(&plan, |full| {
+            let plan_hash = crate::executor::plan_hash(full);
+            let picked = match shard.shard() {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Exit::BadPlan;
+                }
+            };
+            let mine;
+            let p = match picked {
+                None => full,
+                Some(s) => match crate::planner::shard::assign(&full.cases, s.count, s.by) {
+                    Ok(of) => {
+                        let mut part = full.clone();
+                        part.cases = full
+                            .cases
+                            .iter()
+                            .zip(&of)
+                            .filter(|(_, o)| **o == s.index)
+                            .map(|(c, _)| c.clone())
+                            .collect();
+                        eprintln!(
+                            "shard {}/{} (by {}): {} of {} cases",
+                            s.index,
+                            s.count,
+                            match s.by {
+                                crate::planner::shard::ShardBy::Service => "service",
+                                crate::planner::shard::ShardBy::Case => "case",
+                            },
+                            part.cases.len(),
+                            full.cases.len()
+                        );
+                        mine = part;
+                        &mine
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return Exit::BadPlan;
+                    }
+                },
+            };
             if dry_run {
                 return crate::commands::dry_run::print(p);
             }
@@ -232,8 +311,18 @@ pub fn run(cli: Cli) -> Exit {
                 quiet,
                 resume,
                 junit,
+                shard: picked.map(|s| crate::executor::ShardRun {
+                    shard: s,
+                    plan_hash: plan_hash.clone(),
+                    all_cases: full.cases.len(),
+                }),
             };
             let code = crate::executor::run(p, &settings);
+            // A shard's verdict belongs to the merge; a tool error still fails the shard.
+            if shard.defer_verdict && matches!(code, Exit::SloViolated | Exit::Regression) {
+                eprintln!("verdict deferred to the merge (--defer-verdict): exit 0");
+                return Exit::Ok;
+            }
             if p.plan.optimize.is_none() || code == Exit::Runtime {
                 return code;
             }

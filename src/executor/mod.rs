@@ -44,6 +44,17 @@ pub struct RunSettings {
     /// Finish an earlier run in this folder instead of starting a new one.
     pub resume: Option<PathBuf>,
     pub junit: Option<PathBuf>,
+    /// When this process runs one shard of the plan (its cases are already the shard's).
+    pub shard: Option<ShardRun>,
+}
+
+/// What a shard's manifest records so a merge can check it against its siblings.
+#[derive(Debug, Clone)]
+pub struct ShardRun {
+    pub shard: crate::planner::shard::Shard,
+    /// The hash of the whole plan's cases, the same on every shard.
+    pub plan_hash: String,
+    pub all_cases: usize,
 }
 
 pub fn json_bytes(v: &Value) -> Vec<u8> {
@@ -226,6 +237,15 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
                    "file": finished.then(|| format!("{}.json", c.id))})
         }).collect::<Vec<_>>(),
     });
+    if let Some(sr) = &settings.shard {
+        // Self-describing: which plan, which share of it, and the cases it owns.
+        manifest["plan_hash"] = json!(sr.plan_hash);
+        manifest["shard"] = json!({
+            "index": sr.shard.index, "count": sr.shard.count, "by": sr.shard.by,
+            "plan_cases": sr.all_cases,
+            "cases": planned.cases.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        });
+    }
     if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest)) {
         eprintln!("error: cannot write the manifest: {e}");
         return Exit::Runtime;

@@ -7,6 +7,7 @@
 pub mod case;
 pub mod check;
 pub mod expand;
+pub mod shard;
 pub mod tokenizer;
 
 use std::collections::HashMap;

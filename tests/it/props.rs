@@ -152,3 +152,59 @@ fn the_fuzz_regression_corpus_passes() {
     }
     assert!(ran > 0, "no regression inputs under {}", root.display());
 }
+
+/// Cases of `services` services with the given case counts, in plan order.
+fn cases_of(counts: &[usize]) -> Vec<benchplan::planner::Case> {
+    let mut out = Vec::new();
+    for (s, n) in counts.iter().enumerate() {
+        for k in 0..*n {
+            out.push(benchplan::planner::Case {
+                id: format!("svc{s}-c{k}"),
+                service: format!("svc{s}"),
+                params: Default::default(),
+                assignments: Vec::new(),
+            });
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn by_service_shards_never_share_a_service_and_cover_every_case_once(
+        counts in prop::collection::vec(1usize..6, 1..9),
+        n in 1usize..10,
+    ) {
+        use benchplan::planner::shard::{ShardBy, assign};
+        let cases = cases_of(&counts);
+        match assign(&cases, n, ShardBy::Service) {
+            Err(e) => {
+                prop_assert!(n > counts.len(), "{e}");
+                prop_assert!(e.contains(&format!("{n} shards")) && e.contains(&format!("only {} services", counts.len())), "{e}");
+            }
+            Ok(of) => {
+                prop_assert!(n <= counts.len());
+                prop_assert_eq!(of.len(), cases.len());
+                for (c, s) in cases.iter().zip(&of) {
+                    prop_assert!(*s < n);
+                    // Every case of this service is on the same shard.
+                    for (d, t) in cases.iter().zip(&of) {
+                        if d.service == c.service {
+                            prop_assert_eq!(s, t, "{} split", c.service);
+                        }
+                    }
+                }
+                for shard in 0..n {
+                    prop_assert!(of.contains(&shard), "shard {shard} is empty");
+                }
+                // The same plan and N give the same assignment: no contact between shards needed.
+                prop_assert_eq!(assign(&cases, n, ShardBy::Service).unwrap(), of);
+            }
+        }
+        if let Ok(of) = assign(&cases, n, ShardBy::Case) {
+            prop_assert!((0..n).all(|s| of.contains(&s)));
+        }
+    }
+}

@@ -869,3 +869,109 @@ fn matrix_axes_are_columns_and_each_workload_gets_its_own_recommendation() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn shards_from_job_completion_index_split_the_plan_by_service() {
+    let dir = temp("shards");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        "[services.a]\nsim = { preset = \"fast\" }\n[services.b]\nsim = { preset = \"fast\" }\n\
+         [services.c]\nsim = { preset = \"fast\" }\n\
+         [defaults]\nnum_prompts = 4\ndataset = { name = \"random\", input_len = 8, output_len = 2 }\n\
+         [matrix]\nmax_concurrency = [1, 2]\n[slo]\noutput_throughput = \">= 1000000000\"\n",
+    )
+    .unwrap();
+    let p = plan.to_str().unwrap();
+    let results = dir.join("r");
+    let run = |index: &str, extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
+            .args([
+                "run",
+                p,
+                "--quiet",
+                "--shard-from-env",
+                "--shard-count",
+                "3",
+            ])
+            .args(extra)
+            .arg("--results-dir")
+            .arg(&results)
+            .env("JOB_COMPLETION_INDEX", index)
+            .env_remove("BENCHPLAN_SHARD_INDEX")
+            .env_remove("CI_NODE_INDEX")
+            .output()
+            .unwrap()
+    };
+    for i in ["0", "1", "2"] {
+        // The SLO (a billion tokens a second) fails on every shard; the verdict is deferred.
+        let out = run(i, &["--defer-verdict"]);
+        assert_eq!(out.status.code(), Some(0), "shard {i}: {}", stderr(&out));
+    }
+    let mut owned: Vec<(u64, Vec<String>)> = Vec::new();
+    let mut hashes = Vec::new();
+    for e in std::fs::read_dir(results.join("batch")).unwrap() {
+        let d = e.unwrap().path();
+        if d.ends_with("latest") {
+            continue; // the link to the newest run
+        }
+        let Ok(text) = std::fs::read_to_string(d.join("manifest.json")) else {
+            continue;
+        };
+        let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(m["shard"]["count"], 3);
+        assert_eq!(m["shard"]["plan_cases"], 6);
+        hashes.push(m["plan_hash"].as_str().unwrap().to_string());
+        let ids: Vec<String> = m["shard"]["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        // Results as a single run writes them, for the shard's own cases only.
+        for id in &ids {
+            assert!(d.join(format!("{id}.json")).is_file(), "{id}");
+        }
+        owned.push((m["shard"]["index"].as_u64().unwrap(), ids));
+    }
+    owned.sort();
+    assert_eq!(owned.iter().map(|o| o.0).collect::<Vec<_>>(), [0, 1, 2]);
+    hashes.dedup();
+    assert_eq!(hashes.len(), 1, "one plan hash on every shard");
+    // One whole service per shard, and together every case of the plan exactly once.
+    let listed = stdout(&benchplan(&["cases", p, "--json"]));
+    let all: Vec<serde_json::Value> = serde_json::from_str(&listed).unwrap();
+    let mut union: Vec<String> = owned.iter().flat_map(|o| o.1.clone()).collect();
+    union.sort();
+    let mut want: Vec<String> = all
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    want.sort();
+    assert_eq!(union, want);
+    for (_, ids) in &owned {
+        let first = &ids[0][..1];
+        assert!(
+            ids.len() == 2 && ids.iter().all(|id| id.starts_with(first)),
+            "{ids:?}"
+        );
+    }
+    // Without --defer-verdict the shard's SLO failure is its exit code; too many shards is a plan error.
+    let out = run("0", &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let out = benchplan(&[
+        "run",
+        p,
+        "--shard",
+        "0/4",
+        "--results-dir",
+        results.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("4 shards but the plan has only 3 services"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

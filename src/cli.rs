@@ -114,6 +114,21 @@ pub enum Command {
         #[arg(long = "metric-threshold", value_name = "KEY=PCT")]
         metric_threshold: Vec<String>,
     },
+    /// Merge the shard folders of one plan (`run --shard I/N`) into one run folder and report.
+    Merge {
+        /// Shard folders, or folders holding them (such as the shared results folder).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where the merged run folder goes (under batch/).
+        #[arg(long, default_value = "bench_results")]
+        results_dir: PathBuf,
+        /// Merge the shards that are there: the report says which are missing, exit 1.
+        #[arg(long)]
+        allow_partial: bool,
+        /// Write JUnit XML of the merged run.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+    },
     /// Benchmark one case with `vllm bench serve`'s flags.
     Bench(Box<crate::commands::bench::BenchArgs>),
 }
@@ -243,6 +258,17 @@ pub fn run(cli: Cli) -> Exit {
             template,
             format,
         } => crate::commands::report::run(&dir, template, &format),
+        Command::Merge {
+            dirs,
+            results_dir,
+            allow_partial,
+            junit,
+        } => crate::commands::merge::run(&crate::commands::merge::MergeArgs {
+            dirs,
+            results_dir,
+            allow_partial,
+            junit,
+        }),
         Command::Compare {
             base,
             cand,
@@ -315,6 +341,7 @@ pub fn run(cli: Cli) -> Exit {
                     shard: s,
                     plan_hash: plan_hash.clone(),
                     all_cases: full.cases.len(),
+                    all_ids: full.cases.iter().map(|c| c.id.clone()).collect(),
                 }),
             };
             let code = crate::executor::run(p, &settings);

@@ -3,5 +3,6 @@
 
 pub mod bench;
 pub mod dry_run;
+pub mod merge;
 pub mod probe;
 pub mod report;

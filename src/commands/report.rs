@@ -13,7 +13,7 @@ use crate::report::csv::Row;
 use crate::report::view::{ReportView, ServiceView, case_view, recommend};
 
 /// The view of a folder: its manifest's order and failures when it has one.
-fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
+pub(crate) fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
     let results = load_results(dir)?;
     let manifest: Value = std::fs::read_to_string(dir.join("manifest.json"))
         .ok()

@@ -55,6 +55,8 @@ pub struct ShardRun {
     /// The hash of the whole plan's cases, the same on every shard.
     pub plan_hash: String,
     pub all_cases: usize,
+    /// Every case id of the whole plan, in plan order (a merge checks coverage with it).
+    pub all_ids: Vec<String>,
 }
 
 pub fn json_bytes(v: &Value) -> Vec<u8> {
@@ -243,6 +245,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         manifest["shard"] = json!({
             "index": sr.shard.index, "count": sr.shard.count, "by": sr.shard.by,
             "plan_cases": sr.all_cases,
+            "plan_case_ids": sr.all_ids,
             "cases": planned.cases.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
         });
     }

@@ -975,3 +975,153 @@ fn shards_from_job_completion_index_split_the_plan_by_service() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_plan_run_whole_and_as_merged_shards_gives_the_same_cases_and_a_missing_shard_is_named() {
+    let dir = temp("merge");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        "[services.a]\nsim = { preset = \"fast\" }\n[services.b]\nsim = { preset = \"fast\" }\n\
+         [services.c]\nsim = { preset = \"fast\" }\n\
+         [defaults]\nnum_prompts = 12\ndataset = { name = \"random\", input_len = 8, output_len = 3 }\n\
+         [matrix]\nmax_concurrency = [1, 3]\n[slo]\nsuccess_rate = \">= 99%\"\n",
+    )
+    .unwrap();
+    let p = plan.to_str().unwrap();
+    let bin = || std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"));
+    // 1. Unsharded.
+    let whole = dir.join("whole");
+    let out = bin()
+        .args(["run", p, "--quiet", "--results-dir"])
+        .arg(&whole)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // 2. Three shards, one process per Job index, into one shared folder; then merged.
+    let shared = dir.join("shared");
+    for i in 0..3 {
+        let out = bin()
+            .args([
+                "run",
+                p,
+                "--quiet",
+                "--shard-from-env",
+                "--shard-count",
+                "3",
+                "--defer-verdict",
+            ])
+            .arg("--results-dir")
+            .arg(&shared)
+            .env("JOB_COMPLETION_INDEX", i.to_string())
+            .env_remove("BENCHPLAN_SHARD_INDEX")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "shard {i}: {}", stderr(&out));
+    }
+    let merged = dir.join("merged");
+    let junit = dir.join("junit.xml");
+    let out = bin()
+        .args(["merge"])
+        .arg(&shared)
+        .arg("--results-dir")
+        .arg(&merged)
+        .arg("--junit")
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let rows = |run: &std::path::Path| -> Vec<Vec<String>> {
+        let b = crate::support::batch_dir(run);
+        let mut rdr = csv::Reader::from_path(b.join("summary.csv")).unwrap();
+        let h = rdr.headers().unwrap().clone();
+        let col = |name: &str| h.iter().position(|x| x == name).unwrap();
+        let keep = [
+            "case_id",
+            "service",
+            "status",
+            "completed",
+            "failed",
+            "total_input_tokens",
+            "total_output_tokens",
+        ]
+        .map(col);
+        rdr.records()
+            .map(|r| {
+                let r = r.unwrap();
+                keep.iter().map(|&i| r[i].to_string()).collect()
+            })
+            .collect()
+    };
+    let w = rows(&whole);
+    assert_eq!(w.len(), 6);
+    assert_eq!(
+        rows(&merged),
+        w,
+        "case for case: ids, services, request and token counts"
+    );
+    let report =
+        std::fs::read_to_string(crate::support::batch_dir(&merged).join("report.md")).unwrap();
+    assert!(
+        report.contains("**PASS**: 6 case(s), 0 not measured, 0 SLO failure(s)."),
+        "{report}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("success_rate") && xml.contains("a-c1-"),
+        "{xml}"
+    );
+    // 3. One shard missing: an error that names it; with --allow-partial, exit 1 and the
+    // report says what is missing.
+    let partial = dir.join("partial");
+    let mut kept = 0;
+    for e in std::fs::read_dir(shared.join("batch")).unwrap() {
+        let d = e.unwrap().path();
+        if d.is_symlink() {
+            continue;
+        }
+        let m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join("manifest.json")).unwrap())
+                .unwrap();
+        if m["shard"]["index"] != 1 {
+            let to = partial.join(d.file_name().unwrap());
+            std::fs::create_dir_all(&to).unwrap();
+            for f in std::fs::read_dir(&d).unwrap() {
+                let f = f.unwrap().path();
+                std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+            }
+            kept += 1;
+        }
+    }
+    assert_eq!(kept, 2);
+    let out = bin()
+        .args(["merge"])
+        .arg(&partial)
+        .arg("--results-dir")
+        .arg(dir.join("m2"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("shard 1/3 missing (2 of 6 cases not covered)"),
+        "{}",
+        stderr(&out)
+    );
+    let out = bin()
+        .args(["merge", "--allow-partial"])
+        .arg(&partial)
+        .arg("--results-dir")
+        .arg(dir.join("m3"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report =
+        std::fs::read_to_string(crate::support::batch_dir(&dir.join("m3")).join("report.md"))
+            .unwrap();
+    assert!(
+        report.contains("INCOMPLETE: shard 1/3 did not report; 2 of 6 cases are missing.")
+            && report.contains("**FAIL**: 6 case(s), 2 not measured"),
+        "{report}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -437,9 +437,11 @@ pub fn write_reports(
             return Exit::Runtime;
         }
     };
+    let prom = crate::report::openmetrics::openmetrics(rows, &report.cases);
     for (file, bytes) in [
         ("report.md", md.as_bytes()),
         ("summary.csv", csv.as_bytes()),
+        ("metrics.prom", prom.as_bytes()),
     ] {
         if let Err(e) = write_atomic(&dir.join(file), bytes) {
             eprintln!("error: cannot write {file}: {e}");

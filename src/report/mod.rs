@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod csv;
 pub mod junit;
+pub mod openmetrics;
 pub mod view;
 
 use minijinja::Environment;

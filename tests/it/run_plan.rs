@@ -1071,6 +1071,25 @@ fn a_plan_run_whole_and_as_merged_shards_gives_the_same_cases_and_a_missing_shar
         xml.contains("success_rate") && xml.contains("a-c1-"),
         "{xml}"
     );
+    // The OpenMetrics file: one series per case and metric, labelled, ending in # EOF.
+    let prom =
+        std::fs::read_to_string(crate::support::batch_dir(&merged).join("metrics.prom")).unwrap();
+    assert!(prom.ends_with("# EOF\n"), "{prom}");
+    let completed: Vec<&str> = prom
+        .lines()
+        .filter(|l| l.starts_with("benchplan_completed{"))
+        .collect();
+    assert_eq!(completed.len(), 6, "{prom}");
+    assert!(
+        completed.iter().all(|l| l.ends_with("} 12")
+            && l.contains("service=\"")
+            && l.contains("max_concurrency=\"")),
+        "{completed:?}"
+    );
+    assert!(
+        prom.contains("# TYPE benchplan_p99_ttft_ms gauge"),
+        "{prom}"
+    );
     // 3. One shard missing: an error that names it; with --allow-partial, exit 1 and the
     // report says what is missing.
     let partial = dir.join("partial");

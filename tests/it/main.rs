@@ -5,6 +5,7 @@ mod bad_plans;
 mod cases;
 mod cli;
 mod datasets;
+mod examples;
 mod faults;
 mod golden;
 mod guards;

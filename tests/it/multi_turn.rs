@@ -151,13 +151,14 @@ async fn history_grows_and_the_prefix_cache_cuts_later_turns_ttft() {
         // A loaded machine adds its wake-up delay to every request (3–4 ms with two
         // CPU hogs on this 2-core machine), so the model is checked in what changes
         // from turn to turn: each turn's median exceeds the model by the same amount
-        // to within 3 ms (a wrong cached-token count moves one turn by ≥ 20 ms), and
+        // to within 4 ms (a wrong cached-token count moves one turn by ≥ 20 ms; 3 ms was
+        // once exceeded by 0.01 ms with three test processes on 2 cores), and
         // that common amount is a delay, not a model error.
         let (lo, hi) = excess
             .iter()
             .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
         assert!(
-            hi - lo < 3.0,
+            hi - lo < 4.0,
             "caching {caching}: TTFT above the model per turn {excess:.2?} ms"
         );
         assert!(

@@ -706,8 +706,10 @@ async fn the_request_rate_paces_conversation_starts() {
             conv[0].scheduled, want[c],
             "first turns follow the schedule"
         );
+        // The schedule itself is checked exactly above; the start may lag it by the
+        // machine's wake-up delay (11 ms seen once on a busy 2-core CI run).
         assert!(
-            conv[0].start - want[c] < 0.010,
+            conv[0].start - want[c] < 0.020,
             "conversation {c} started {:.1} ms late",
             (conv[0].start - want[c]) * 1e3
         );

@@ -398,6 +398,16 @@ fn hf_home() -> Option<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/huggingface")))
 }
 
+/// The tokenizer a name points at on this machine: a tokenizer.json, a folder holding
+/// one, or a Hugging Face id already in the local cache.
+pub fn find_local(name: &str) -> Option<PathBuf> {
+    let p = Path::new(name);
+    if tokenizer_file(p).is_file() {
+        return Some(p.to_path_buf());
+    }
+    hf_cache_tokenizer(name)
+}
+
 /// Where a Hugging Face model id's tokenizer.json sits in the local hub cache
 /// (`$HF_HOME/hub`, default `~/.cache/huggingface/hub`), if it was downloaded.
 pub fn hf_cache_tokenizer(model_id: &str) -> Option<PathBuf> {

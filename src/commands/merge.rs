@@ -63,6 +63,12 @@ fn find_shards(dir: &Path, depth: usize, out: &mut Vec<ShardDir>) {
     }
 }
 
+/// `1/3, 2/3`: shards as a user names them.
+fn shard_names(indexes: &[u64], count: u64) -> String {
+    let names: Vec<String> = indexes.iter().map(|i| format!("{i}/{count}")).collect();
+    names.join(", ")
+}
+
 pub struct MergeArgs {
     pub dirs: Vec<PathBuf>,
     pub results_dir: PathBuf,
@@ -157,10 +163,10 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
         .filter(|id| !owner.contains_key(*id))
         .collect();
     if !missing.is_empty() && !args.allow_partial {
-        let names: Vec<String> = missing.iter().map(|i| format!("{i}/{count}")).collect();
+        let names = shard_names(&missing, count);
         return Err(format!(
             "shard {} missing ({} of {} cases not covered); run it, or merge with --allow-partial",
-            names.join(", "),
+            names,
             uncovered.len(),
             plan_ids.len()
         ));
@@ -197,10 +203,10 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
                 cases.push(c);
             }
             None => {
-                let names: Vec<String> = missing.iter().map(|i| format!("{i}/{count}")).collect();
+                let names = shard_names(&missing, count);
                 cases.push(json!({
                     "id": id, "service": "", "status": "missing", "file": null,
-                    "error": format!("not merged: shard {} did not report (merged with --allow-partial)", names.join(", ")),
+                    "error": format!("not merged: shard {} did not report (merged with --allow-partial)", names),
                 }));
             }
         }
@@ -227,10 +233,10 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
 
     let (mut view, rows) = super::report::view_of(&dir)?;
     if !missing.is_empty() {
-        let names: Vec<String> = missing.iter().map(|i| format!("{i}/{count}")).collect();
+        let names = shard_names(&missing, count);
         view.description = Some(format!(
             "INCOMPLETE: shard {} did not report; {} of {} cases are missing.",
-            names.join(", "),
+            names,
             uncovered.len(),
             plan_ids.len()
         ));

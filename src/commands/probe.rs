@@ -103,10 +103,8 @@ async fn tokenizer_line(
     model: &str,
     root: &str,
 ) -> String {
-    let local = if crate::tokenizer::tokenizer_file(std::path::Path::new(root)).is_file() {
-        format!("`{root}` is a local tokenizer")
-    } else if crate::tokenizer::hf_cache_tokenizer(root).is_some() {
-        format!("`{root}` is in the local Hugging Face cache")
+    let local = if crate::tokenizer::find_local(root).is_some() {
+        format!("`{root}` is a local tokenizer or in the local Hugging Face cache")
     } else if crate::planner::tokenizer::is_hub_id(root) {
         format!("`{root}` is a Hugging Face id, not cached here: a run downloads it once")
     } else {

@@ -139,12 +139,7 @@ pub(crate) fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
             })
             .collect()
     };
-    let mut axes: Vec<String> = Vec::new();
-    for k in views.iter().flat_map(|v| v.axes.keys()) {
-        if !axes.contains(k) {
-            axes.push(k.clone());
-        }
-    }
+    let axes = crate::report::view::axes_of(&views);
     let mut dates: Vec<&str> = results
         .values()
         .filter_map(|r| r.get("date").and_then(Value::as_str))

@@ -306,12 +306,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         Ok(r) => (Some(r), None),
         Err(why) => (None, Some(why)),
     };
-    let mut axes: Vec<String> = Vec::new();
-    for k in views.iter().flat_map(|v| v.axes.keys()) {
-        if !axes.contains(k) {
-            axes.push(k.clone());
-        }
-    }
+    let axes = crate::report::view::axes_of(&views);
     let recommendations = recommend_groups(&views, planned.user_slos > 0);
     let mut report = ReportView {
         axes,

@@ -61,10 +61,7 @@ pub async fn resolve(
                 .tokenizer
                 .clone()
                 .unwrap_or_else(|| model_root.clone());
-            let looks_like_hub_id = id.matches('/').count() == 1
-                && !std::path::Path::new(&id).exists()
-                && id != "server";
-            if !looks_like_hub_id || service.is_sim() {
+            if !crate::planner::tokenizer::is_hub_id(&id) || service.is_sim() {
                 return Err(e);
             }
             let file = crate::tokenizer::hf_download_tokenizer(&id, &client)
@@ -94,12 +91,7 @@ pub fn resolve_tokenizer(
     model_root: &str,
 ) -> Result<(TokenModel, String), String> {
     let from_id = |id: &str| -> Option<Result<(TokenModel, String), String>> {
-        let p = std::path::Path::new(id);
-        if crate::tokenizer::tokenizer_file(p).is_file() {
-            return Some(TokenModel::load(p).map(|t| (t, id.to_string())));
-        }
-        crate::tokenizer::hf_cache_tokenizer(id)
-            .map(|f| TokenModel::load(&f).map(|t| (t, id.to_string())))
+        crate::tokenizer::find_local(id).map(|f| TokenModel::load(&f).map(|t| (t, id.to_string())))
     };
     match service.tokenizer.as_deref() {
         Some("server") => {

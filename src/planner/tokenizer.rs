@@ -10,7 +10,7 @@
 use crate::diag::Diagnostic;
 use crate::plan::Service;
 use crate::plan::source::join_key;
-use crate::tokenizer::{hf_cache_tokenizer, hf_offline, tokenizer_file};
+use crate::tokenizer::{find_local, hf_offline};
 
 /// The ways to name a tokenizer, for every help line here.
 pub const TOKENIZER_OPTIONS: &str = "set the service's `tokenizer` to a tokenizer.json or a model folder (relative to the working directory), a Hugging Face id such as \"Qwen/Qwen2.5-7B-Instruct\" (read from $HF_HOME/hub, downloaded there once when missing), or \"server\" to use the target's /tokenize (`benchplan probe URL` says whether it has one)";
@@ -51,7 +51,7 @@ pub fn check_tokenizer(path: &str, svc: &Service, out: &mut Vec<Diagnostic>) {
 /// A tokenizer (or model) name: a local file or folder, a cached hub id, a hub id
 /// the run will download, or nothing that can be found.
 fn check_name(key: &str, name: &str, what: &str, out: &mut Vec<Diagnostic>) {
-    if tokenizer_file(std::path::Path::new(name)).is_file() || hf_cache_tokenizer(name).is_some() {
+    if find_local(name).is_some() {
         return;
     }
     let hub_like = is_hub_id(name);

@@ -322,6 +322,17 @@ pub fn recommend(cases: &[CaseView], have_slos: bool) -> Result<Recommendation, 
     })
 }
 
+/// The axes of a run's cases, in first-seen order (the report's axis columns).
+pub fn axes_of(cases: &[CaseView]) -> Vec<String> {
+    let mut axes: Vec<String> = Vec::new();
+    for k in cases.iter().flat_map(|v| v.axes.keys()) {
+        if !axes.contains(k) {
+            axes.push(k.clone());
+        }
+    }
+    axes
+}
+
 /// One recommendation per service and workload (see `ReportView::recommendations`).
 pub fn recommend_groups(cases: &[CaseView], have_slos: bool) -> Vec<GroupRecommendation> {
     let mut groups: Vec<(String, indexmap::IndexMap<String, String>, Vec<CaseView>)> = Vec::new();

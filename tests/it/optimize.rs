@@ -266,7 +266,9 @@ fn mode_c_rate_under_a_fixed_concurrency_and_mode_e_two_stages() {
     // C: two slots of 20 ms (100 req/s) behind a client cap of 4. Above 100 req/s the
     // server queue holds up to two requests, so TTFT jumps from ~4 ms to ~24 ms for most
     // requests. The SLO is on p90: a p99 over a short run is decided by one stall of a
-    // shared machine (seen in CI: a run at ~90 req/s failed on it, answer 82.9).
+    // shared machine (seen in CI: a run at ~90 req/s failed on it, answer 82.9). On a busy
+    // 2-core runner the simulator's own sleeps overshoot, so the knee it serves moves down
+    // to ~87 req/s (seen in CI); a search that failed would land near 10 or 400.
     let sim = "[services.s]\nsim = { preset = \"ground-truth\", itl = \"4ms\", prefill_overhead = \"4ms\", max_num_seqs = 2 }\n\
                [defaults]\ndataset = { name = \"random\", input_len = 8, output_len = 5 }\nburstiness = 1000.0\n[slo]\np90_ttft = \"<= 15ms\"\n";
     let budget = BUDGET
@@ -281,7 +283,7 @@ fn mode_c_rate_under_a_fixed_concurrency_and_mode_e_two_stages() {
     );
     let answer = report["optimal_value"].as_f64().unwrap();
     assert!(
-        (88.0..=105.0).contains(&answer),
+        (80.0..=105.0).contains(&answer),
         "expected about 100 req/s, got {answer}"
     );
     // E: concurrency first, then the rate at that concurrency, then a look around.

@@ -128,6 +128,9 @@ pub enum Command {
         /// Write JUnit XML of the merged run.
         #[arg(long)]
         junit: Option<PathBuf>,
+        /// Compare the merged run with this run folder (default: the plan's report.baseline); a regression exits 4.
+        #[arg(long)]
+        baseline: Option<PathBuf>,
     },
     /// Benchmark one case with `vllm bench serve`'s flags.
     Bench(Box<crate::commands::bench::BenchArgs>),
@@ -158,7 +161,7 @@ pub struct ShardArgs {
     /// N for --shard-from-env when the environment has only the index (a Job's `completions`).
     #[arg(long, value_name = "N")]
     pub shard_count: Option<usize>,
-    /// Cut shards by service (default: no two shards load one endpoint) or by case.
+    /// Cut shards by service (default: no two shards load one endpoint), by case, or by repeat (one case's repeats on several shards, pooled by the merge).
     #[arg(long, value_enum, default_value_t)]
     pub shard_by: crate::planner::shard::ShardBy,
     /// Exit 0 whenever the shard ran, even when an SLO failed or a metric regressed: the merge judges.
@@ -263,11 +266,13 @@ pub fn run(cli: Cli) -> Exit {
             results_dir,
             allow_partial,
             junit,
+            baseline,
         } => crate::commands::merge::run(&crate::commands::merge::MergeArgs {
             dirs,
             results_dir,
             allow_partial,
             junit,
+            baseline,
         }),
         Command::Compare {
             base,
@@ -296,35 +301,35 @@ pub fn run(cli: Cli) -> Exit {
             let mine;
             let p = match picked {
                 None => full,
-                Some(s) => match crate::planner::shard::assign(&full.cases, s.count, s.by) {
-                    Ok(of) => {
-                        let mut part = full.clone();
-                        part.cases = full
-                            .cases
-                            .iter()
-                            .zip(&of)
-                            .filter(|(_, o)| **o == s.index)
-                            .map(|(c, _)| c.clone())
-                            .collect();
-                        eprintln!(
-                            "shard {}/{} (by {}): {} of {} cases",
-                            s.index,
-                            s.count,
-                            match s.by {
-                                crate::planner::shard::ShardBy::Service => "service",
-                                crate::planner::shard::ShardBy::Case => "case",
-                            },
-                            part.cases.len(),
-                            full.cases.len()
-                        );
-                        mine = part;
-                        &mine
+                Some(s) => {
+                    match crate::planner::shard::share(&full.cases, full.plan.execution.repeats, s)
+                    {
+                        Ok(owned) => {
+                            let mut part = full.clone();
+                            part.cases = owned
+                                .into_iter()
+                                .map(|(k, reps)| crate::planner::Case {
+                                    repeats: reps,
+                                    ..full.cases[k].clone()
+                                })
+                                .collect();
+                            eprintln!(
+                                "shard {}/{} (by {}): {} of {} cases",
+                                s.index,
+                                s.count,
+                                s.by.as_str(),
+                                part.cases.len(),
+                                full.cases.len()
+                            );
+                            mine = part;
+                            &mine
+                        }
+                        Err(e) => {
+                            eprintln!("error: {e}");
+                            return Exit::BadPlan;
+                        }
                     }
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return Exit::BadPlan;
-                    }
-                },
+                }
             };
             if dry_run {
                 return crate::commands::dry_run::print(p);

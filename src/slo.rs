@@ -396,8 +396,56 @@ impl Slo {
 
     /// Judges this SLO on a summary.
     pub fn judge(&self, s: &crate::metrics::summary::Summary) -> Verdict {
+        self.verdict(self.actual(s))
+    }
+
+    /// Judges this SLO on a result JSON (a merged or repeated case's numbers).
+    pub fn judge_result(&self, r: &serde_json::Map<String, serde_json::Value>) -> Verdict {
+        self.verdict(self.actual_in(r))
+    }
+
+    /// The SLO a verdict was judged against, read back from its key and target (so a
+    /// result file carries what it must be judged on again after a merge).
+    pub fn from_verdict(v: &Verdict) -> Result<Slo, String> {
+        let floor = v.key == crate::planner::check::MIN_SUCCESS_RATE;
+        let key = if floor { "success_rate" } else { &v.key };
+        let slo = Slo::from_entry(key, &serde_json::Value::String(v.target.clone()))?;
+        Ok(if floor {
+            Slo {
+                key: v.key.clone(),
+                ..slo
+            }
+        } else {
+            slo
+        })
+    }
+
+    /// The actual value of this SLO's metric in a result JSON, read as `actual` reads a
+    /// summary (vLLM's keys; success rate from `completed` and `failed`).
+    pub fn actual_in(&self, r: &serde_json::Map<String, serde_json::Value>) -> Option<f64> {
+        let num = |k: &str| r.get(k).and_then(serde_json::Value::as_f64);
+        match self.metric {
+            SloMetric::Latency { .. } => num(&self.metric.result_key()),
+            SloMetric::SuccessRate => {
+                let done = num("completed")?;
+                let failed = num("failed")
+                    .or_else(|| r.get("benchplan")?.get("failed")?.as_f64())
+                    .unwrap_or(0.0);
+                (done + failed > 0.0).then(|| done / (done + failed) * 100.0)
+            }
+            SloMetric::GoodputRatio => num("request_goodput").map(|g| {
+                let t = num("request_throughput").unwrap_or(0.0);
+                if t > 0.0 { g / t } else { 0.0 }
+            }),
+            SloMetric::RequestThroughput => num("request_throughput"),
+            // A pooling result has no output throughput.
+            SloMetric::OutputThroughput => num("output_throughput"),
+        }
+    }
+
+    fn verdict(&self, actual: Option<f64>) -> Verdict {
         let target = format!("{} {}{}", self.op.symbol(), self.threshold, self.unit());
-        match self.actual(s) {
+        match actual {
             Some(a) => {
                 let pass = self.holds(a);
                 let message = format!(

@@ -1,13 +1,17 @@
 //! `benchplan merge DIR…`: the shards of one plan (`run --shard I/N`) into one run folder.
 //!
 //! The shards must come from the same plan (hash) and cover every case exactly once; a
-//! missing or duplicated shard is named. With `--allow-partial` what is there is merged,
+//! duplicated shard is named (exit 2), and so is a missing one (exit 1: the run is not
+//! whole yet). With `--allow-partial` what is there is merged,
 //! the missing cases are listed as such and the exit code is 1. The merged folder is a
 //! run folder like any other (manifest, case JSONs, report.md, summary.csv, JUnit,
 //! `$GITHUB_STEP_SUMMARY`), so `report` and `compare` read it too.
 //!
-//! By-service shards own whole cases, so a case's numbers come from one shard and
-//! nothing is averaged; each case's SLO verdicts are those it was judged on.
+//! A case run whole on one shard is copied with the verdicts it was judged on. A case
+//! whose repeats ran on several shards (`--shard-by repeat`) is pooled from its runs as
+//! one machine pools its repeats: percentiles from the merged HDR histograms, never an
+//! average of percentiles, and its SLOs judged again on the pooled numbers. The
+//! baseline comparison (`--baseline`, else the plan's) is made on the merged folder.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -17,6 +21,10 @@ use serde_json::{Map, Value, json};
 use crate::executor::{RunSettings, json_bytes, write_reports};
 use crate::exit::Exit;
 use crate::results::write::write_atomic;
+
+/// A shard that ran a case: its position among the merged shards and, cut by repeat,
+/// which of the case's repeats it ran.
+type Owner = (usize, Option<Vec<u64>>);
 
 /// One shard folder and its manifest.
 struct ShardDir {
@@ -31,6 +39,102 @@ impl ShardDir {
     fn count(&self) -> u64 {
         self.manifest["shard"]["count"].as_u64().unwrap_or(0)
     }
+    /// The repeats of case `id` this shard ran, when it was cut by repeat.
+    fn repeats_of(&self, id: &str) -> Option<Vec<u64>> {
+        let list = self.manifest["shard"]["repeats"].get(id)?.as_array()?;
+        Some(list.iter().filter_map(Value::as_u64).collect())
+    }
+    /// This shard's manifest entry for case `id`.
+    fn entry(&self, id: &str) -> Option<Value> {
+        self.manifest["cases"]
+            .as_array()?
+            .iter()
+            .find(|c| c["id"] == id)
+            .cloned()
+    }
+}
+
+/// Case `id` into the merged folder `dir`: copied from the one shard that ran it, or,
+/// cut by repeat, its runs from every shard pooled into one result as a single machine
+/// pools its repeats ([`crate::results::repeats`]). Returns its manifest entry.
+fn merge_case(
+    shards: &[ShardDir],
+    owners: &[Owner],
+    id: &str,
+    plan_repeats: u64,
+    dir: &Path,
+) -> Result<Value, String> {
+    let copy = |from: &Path, file: &str| {
+        std::fs::copy(from.join(file), dir.join(file))
+            .map_err(|e| format!("cannot copy {file} from {}: {e}", from.display()))
+    };
+    if let [(k, None)] = owners {
+        let s = &shards[*k];
+        let c = s
+            .entry(id)
+            .unwrap_or_else(|| json!({"id": id, "status": "missing"}));
+        if let Some(file) = c["file"].as_str() {
+            copy(&s.dir, file)?;
+        }
+        for rep in 1..=plan_repeats {
+            let file = format!("{id}.rep{rep}.json");
+            if plan_repeats > 1 && s.dir.join(&file).is_file() {
+                copy(&s.dir, &file)?;
+            }
+        }
+        return Ok(c);
+    }
+    let mut runs: Vec<(u64, Map<String, Value>)> = Vec::new();
+    let mut entry: Option<Value> = None;
+    let mut errors = Vec::new();
+    for (k, reps) in owners {
+        let s = &shards[*k];
+        let c = s
+            .entry(id)
+            .unwrap_or_else(|| json!({"id": id, "status": "missing"}));
+        if c["status"] != "ok" {
+            errors.push(format!(
+                "shard {}/{}: {} ({})",
+                s.index(),
+                s.count(),
+                c["status"].as_str().unwrap_or("?"),
+                c["error"].as_str().unwrap_or("")
+            ));
+        }
+        // The first entry that did not go well speaks for the case.
+        if entry.is_none()
+            || (c["status"] != "ok" && entry.as_ref().is_some_and(|e| e["status"] == "ok"))
+        {
+            entry = Some(c.clone());
+        }
+        for rep in reps.iter().flatten() {
+            let file = format!("{id}.rep{rep}.json");
+            let Ok(text) = std::fs::read_to_string(s.dir.join(&file)) else {
+                continue;
+            };
+            let r: Map<String, Value> = serde_json::from_str(&text)
+                .map_err(|e| format!("{} is not a result: {e}", s.dir.join(&file).display()))?;
+            copy(&s.dir, &file)?;
+            runs.push((*rep, r));
+        }
+    }
+    runs.sort_by_key(|(rep, _)| *rep);
+    let mut c = entry.unwrap_or_else(|| json!({"id": id}));
+    c["merged_repeats"] = json!(runs.iter().map(|(rep, _)| rep).collect::<Vec<_>>());
+    if !errors.is_empty() {
+        c["error"] = json!(errors.join("; "));
+    }
+    if runs.is_empty() {
+        c["file"] = Value::Null;
+        return Ok(c);
+    }
+    let results: Vec<Map<String, Value>> = runs.into_iter().map(|(_, r)| r).collect();
+    let pooled = crate::results::repeats::combine(&results);
+    let file = format!("{id}.json");
+    write_atomic(&dir.join(&file), &json_bytes(&Value::Object(pooled)))
+        .map_err(|e| format!("cannot write {file}: {e}"))?;
+    c["file"] = json!(file);
+    Ok(c)
 }
 
 /// Shard folders under `dir` (itself, or folders below it, two levels deep at most).
@@ -74,6 +178,8 @@ pub struct MergeArgs {
     pub results_dir: PathBuf,
     pub allow_partial: bool,
     pub junit: Option<PathBuf>,
+    /// Compare with this run instead of the plan's `report.baseline`.
+    pub baseline: Option<PathBuf>,
 }
 
 pub fn run(args: &MergeArgs) -> Exit {
@@ -141,35 +247,51 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
         .flatten()
         .filter_map(|v| v.as_str().map(str::to_string))
         .collect();
-    // Which shard owns each case; a case owned twice is a broken cut.
-    let mut owner: Map<String, Value> = Map::new();
-    for s in &shards {
+    let plan_repeats = first.manifest["shard"]["plan_repeats"]
+        .as_u64()
+        .unwrap_or(1);
+    // Which shards own each case (and which of its repeats, cut by repeat); a case or a
+    // repeat owned twice is a broken cut.
+    let mut owned: std::collections::HashMap<String, Vec<Owner>> = Default::default();
+    for (k, s) in shards.iter().enumerate() {
         for id in s.manifest["shard"]["cases"]
             .as_array()
             .into_iter()
             .flatten()
         {
             let id = id.as_str().unwrap_or("").to_string();
-            if owner.contains_key(&id) {
+            let reps = s.repeats_of(&id);
+            let list = owned.entry(id.clone()).or_default();
+            let clash = list.iter().any(|(_, r)| match (r, &reps) {
+                (Some(a), Some(b)) => a.iter().any(|x| b.contains(x)),
+                _ => true,
+            });
+            if clash {
                 return Err(format!(
                     "case {id} is in two shards; were they cut with different --shard-by?"
                 ));
             }
-            owner.insert(id, json!(s.index()));
+            list.push((k, reps));
         }
     }
-    let uncovered: Vec<&String> = plan_ids
-        .iter()
-        .filter(|id| !owner.contains_key(*id))
-        .collect();
+    // Cut by repeat, a case is covered when all its repeats are.
+    let covered = |id: &String| match owned.get(id) {
+        None => false,
+        Some(list) => {
+            list.iter().any(|(_, r)| r.is_none())
+                || list.iter().flat_map(|(_, r)| r.iter().flatten()).count() as u64 >= plan_repeats
+        }
+    };
+    let uncovered: Vec<&String> = plan_ids.iter().filter(|id| !covered(id)).collect();
     if !missing.is_empty() && !args.allow_partial {
-        let names = shard_names(&missing, count);
-        return Err(format!(
-            "shard {} missing ({} of {} cases not covered); run it, or merge with --allow-partial",
-            names,
+        // Not a bad input but a run that is not whole yet: exit 1, as an unclean run.
+        eprintln!(
+            "error: shard {} missing ({} of {} cases not covered); run it, or merge with --allow-partial",
+            shard_names(&missing, count),
             uncovered.len(),
             plan_ids.len()
-        ));
+        );
+        return Ok(Exit::Runtime);
     }
 
     // One run folder, as a single machine would have written it.
@@ -187,18 +309,19 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
         finished.extend(s.manifest["finished"].as_str().map(str::to_string));
     }
     for id in &plan_ids {
-        let entry = shards.iter().find_map(|s| {
-            s.manifest["cases"]
-                .as_array()?
-                .iter()
-                .find(|c| c["id"] == id.as_str())
-                .map(|c| (s, c.clone()))
-        });
+        let entry = match owned.get(id) {
+            Some(list) => Some(merge_case(&shards, list, id, plan_repeats, &dir)?),
+            None => None,
+        };
         match entry {
-            Some((s, c)) => {
-                if let Some(file) = c["file"].as_str() {
-                    std::fs::copy(s.dir.join(file), dir.join(file))
-                        .map_err(|e| format!("cannot copy {file} from {}: {e}", s.dir.display()))?;
+            Some(mut c) => {
+                if !covered(id) {
+                    let note = format!(
+                        "merged {} of {plan_repeats} repeats: shard {} did not report",
+                        c["merged_repeats"].as_array().map_or(0, Vec::len),
+                        shard_names(&missing, count)
+                    );
+                    c["error"] = json!(note);
                 }
                 cases.push(c);
             }
@@ -241,6 +364,29 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
             plan_ids.len()
         ));
     }
+    // The plan's comparison settings travel in its resolved copy.
+    let report_cfg: crate::plan::settings::Report =
+        std::fs::read_to_string(dir.join("plan.resolved.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| serde_json::from_value(v["plan"]["report"].clone()).ok())
+            .unwrap_or_default();
+    let mut regressions = 0;
+    if let Some(b) = args.baseline.as_ref().or(report_cfg.baseline.as_ref()) {
+        if b.is_dir() || b.is_file() {
+            let c = crate::report::compare::compare_dirs(b, &dir, &report_cfg)
+                .map_err(|e| format!("cannot compare with baseline {}: {e}", b.display()))?;
+            regressions = c.regressions;
+            view.comparison = Some(c);
+        } else if args.baseline.is_some() {
+            return Err(format!("baseline {} does not exist", b.display()));
+        } else {
+            eprintln!(
+                "warning: baseline {} does not exist yet; no comparison this time",
+                b.display()
+            );
+        }
+    }
     let settings = RunSettings::default();
     let code = write_reports(&dir, &view, &rows, &settings, Path::new("."));
     if code != Exit::Ok {
@@ -252,6 +398,9 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
     }
     let failed = view.failed_cases.len();
     let mut code = Exit::Ok;
+    if regressions > 0 {
+        code = code.worst(Exit::Regression);
+    }
     if view.slo_failures > 0 {
         code = code.worst(Exit::SloViolated);
     }
@@ -264,7 +413,7 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
         dir.display()
     );
     eprintln!(
-        "verdict: {} case(s), {failed} not measured, {} SLO failure(s): exit {}",
+        "verdict: {} case(s), {failed} not measured, {} SLO failure(s), {regressions} regression(s): exit {}",
         view.cases.len(),
         view.slo_failures,
         code.code()

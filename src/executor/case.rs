@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime};
 
 use serde_json::{Map, Value, json};
 
-use super::{RunControl, json_bytes, resume};
+use super::{RunControl, json_bytes};
 use crate::load::case::execute;
 use crate::load::run::RunOptions;
 use crate::load::target::Resolved;
@@ -93,6 +93,12 @@ pub async fn run_case(
     let plan = &planned.plan;
     let svc = &plan.services[&case.service];
     let repeats = plan.execution.repeats.max(1);
+    // A repeat-sharded run owns some of the repeats; each gets its own file for the merge.
+    let reps: Vec<u64> = case
+        .repeats
+        .clone()
+        .unwrap_or_else(|| (1..=repeats).collect());
+    let rep_files = repeats > 1 || case.repeats.is_some();
     // Like vLLM's sweep: start each case with a cold prefix cache, so a case does not
     // measure the prompts of the one before. Best effort: not every server has the endpoint.
     let reset = resolved
@@ -106,7 +112,7 @@ pub async fn run_case(
     let mut results: Vec<Map<String, Value>> = Vec::new();
     let mut problems = Vec::new();
     let mut ended = None;
-    for rep in 1..=repeats {
+    for rep in reps {
         let opts = RunOptions {
             progress,
             stop: ctl.case_stop(),
@@ -153,10 +159,10 @@ pub async fn run_case(
             &case.params,
             &res.summary,
             res.multi_turn.as_ref(),
-            false,
+            plan.execution.save_detailed,
             extras,
         );
-        if repeats > 1 {
+        if rep_files {
             let path = dir.join(format!("{}.rep{rep}.json", case.id));
             if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {
                 return CaseOutcome::failed(format!("cannot write {}: {e}", path.display()));
@@ -186,10 +192,10 @@ pub async fn run_case(
             break;
         }
     }
-    let result = if results.len() == 1 {
+    let result = if results.len() == 1 && !rep_files {
         results.pop().expect("one result")
     } else {
-        resume::mean_of(&results)
+        crate::results::repeats::combine(&results)
     };
     let path = dir.join(format!("{}.json", case.id));
     if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {

@@ -247,7 +247,18 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
             "plan_cases": sr.all_cases,
             "plan_case_ids": sr.all_ids,
             "cases": planned.cases.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+            "plan_repeats": plan.execution.repeats.max(1),
         });
+        if sr.shard.by == crate::planner::shard::ShardBy::Repeat {
+            // Which runs of each case are here: `{id}.rep{k}.json` for each k.
+            manifest["shard"]["repeats"] = json!(
+                planned
+                    .cases
+                    .iter()
+                    .map(|c| (c.id.clone(), json!(c.repeats)))
+                    .collect::<Map<String, Value>>()
+            );
+        }
     }
     if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest)) {
         eprintln!("error: cannot write the manifest: {e}");

@@ -1,9 +1,9 @@
-//! Resume and repeats: what an earlier run finished, and the mean of repeated runs.
+//! Resume: what an earlier run finished.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// The finished cases of a run folder (by case id, with their results), after checking
 /// that the folder's plan is the current plan. A case is finished when its result file
@@ -63,39 +63,4 @@ fn complete(r: &Map<String, Value>) -> bool {
             })
         });
     !flag("interrupted") && !flag("timed_out") && !floor_failed
-}
-
-/// The mean of repeated results: numeric top-level keys averaged, the first result's
-/// other keys kept, and each metric's spread (population std as % of the mean) under
-/// `benchplan.repeats`.
-pub fn mean_of(results: &[Map<String, Value>]) -> Map<String, Value> {
-    let mut out = results[0].clone();
-    let mut spread = Map::new();
-    for (k, v) in &results[0] {
-        if !v.is_number() {
-            continue;
-        }
-        let xs: Vec<f64> = results
-            .iter()
-            .filter_map(|r| r.get(k).and_then(Value::as_f64))
-            .collect();
-        if xs.len() != results.len() {
-            continue;
-        }
-        let m = crate::metrics::stats::mean(&xs);
-        out.insert(k.clone(), json!(m));
-        if m != 0.0 {
-            spread.insert(
-                k.clone(),
-                json!(crate::metrics::stats::std(&xs) / m.abs() * 100.0),
-            );
-        }
-    }
-    if let Some(Value::Object(b)) = out.get_mut("benchplan") {
-        b.insert(
-            "repeats".into(),
-            json!({"count": results.len(), "spread_pct": spread}),
-        );
-    }
-    out
 }

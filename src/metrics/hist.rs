@@ -33,6 +33,33 @@ pub fn decode(text: &str) -> Result<Histogram<u64>, String> {
         .map_err(|e| format!("{e:?}"))
 }
 
+/// The value of rank `k` (0-based, ascending) among the recorded values: the middle of
+/// its bucket, so within half a bucket (0.05 %) of the exact value.
+fn value_at_rank(h: &Histogram<u64>, k: u64) -> u64 {
+    let mut seen = 0;
+    for v in h.iter_recorded() {
+        seen += v.count_at_value();
+        if seen > k {
+            return h.median_equivalent(v.value_iterated_to());
+        }
+    }
+    h.median_equivalent(h.max())
+}
+
+/// Percentile `p` (0–100) as numpy's default (linear) method takes it, which is how vLLM
+/// computes every latency percentile: between the two order statistics around
+/// `p/100 · (n−1)`. In the histogram's unit (µs); None when it is empty.
+pub fn percentile_linear(h: &Histogram<u64>, p: f64) -> Option<f64> {
+    let n = h.len();
+    if n == 0 {
+        return None;
+    }
+    let idx = (p / 100.0).clamp(0.0, 1.0) * (n - 1) as f64;
+    let (lo, hi) = (idx.floor() as u64, idx.ceil() as u64);
+    let (a, b) = (value_at_rank(h, lo) as f64, value_at_rank(h, hi) as f64);
+    Some(a + (b - a) * (idx - lo as f64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +75,26 @@ mod tests {
         m.add(from_seconds([1.0])).unwrap();
         assert_eq!(m.len(), 4);
         assert!((m.max() as f64 - 1e6).abs() / 1e6 < 1e-3);
+    }
+
+    #[test]
+    fn linear_percentiles_match_numpy_to_hdr_precision() {
+        // numpy.percentile([10, 20, 30, 40] ms, 90) = 37 ms; median 25 ms; p0/p100 the ends.
+        let h = from_seconds([0.040, 0.010, 0.030, 0.020]);
+        let close = |p: f64, want_us: f64| {
+            let got = percentile_linear(&h, p).unwrap();
+            assert!(
+                (got - want_us).abs() <= want_us * 5e-4 + 1.0,
+                "p{p}: {got} vs {want_us}"
+            );
+        };
+        close(90.0, 37_000.0);
+        close(50.0, 25_000.0);
+        close(0.0, 10_000.0);
+        close(100.0, 40_000.0);
+        // Small values are exact: 1..=100 µs, p99 = 99.01 µs.
+        let h = from_seconds((1..=100).map(|u| u as f64 * 1e-6));
+        assert!((percentile_linear(&h, 99.0).unwrap() - 99.01).abs() < 1e-9);
+        assert_eq!(percentile_linear(&from_seconds([]), 50.0), None);
     }
 }

@@ -20,8 +20,12 @@ pub struct Execution {
     pub allow_shared_service: bool,
     /// Keep running after a case fails.
     pub continue_on_error: bool,
-    /// Runs of each case; the report shows their mean and spread.
+    /// Runs of each case, reported as one: rates and counts their mean per run (with the
+    /// spread), latency percentiles over every request of every run.
     pub repeats: u64,
+    /// Keep every request's lengths, TTFT, ITLs, start time and text in the result files,
+    /// as `vllm bench serve --save-detailed` does.
+    pub save_detailed: bool,
     /// Pause between cases.
     pub cooldown: Dur,
     /// Most time one case may take.
@@ -39,6 +43,7 @@ impl Default for Execution {
             allow_shared_service: false,
             continue_on_error: true,
             repeats: 1,
+            save_detailed: false,
             cooldown: Dur::default(),
             timeout: None,
             max_cases: 100_000,

@@ -20,6 +20,10 @@ pub struct Case {
     /// The matrix values this case was made from, in axis order.
     #[serde(skip)]
     pub assignments: Vec<Assignment>,
+    /// The repeats (1-based) this process runs when a shard owns only some of them
+    /// (`--shard-by repeat`); None runs all of `execution.repeats`.
+    #[serde(skip)]
+    pub repeats: Option<Vec<u64>>,
 }
 
 /// One matrix value of a case. Keys and origins are shared by every case that uses them.

@@ -442,6 +442,7 @@ pub fn make_case(combo: Combo, params: CaseParams) -> Case {
         service: combo.service,
         params,
         assignments: combo.values,
+        repeats: None,
     }
 }
 

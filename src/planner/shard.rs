@@ -4,7 +4,8 @@
 //! its siblings (as k6's execution segments do). By default the unit is the service:
 //! two shards running at once against one endpoint would each measure a server loaded
 //! by the other, so a service's cases all go to one shard. `by case` splits a service's
-//! cases too, for users whose "services" are separate endpoints anyway.
+//! cases too, for users whose "services" are separate endpoints anyway, and `by repeat`
+//! splits even one case's repeats (`execution.repeats`), whose runs the merge pools.
 
 use serde::Serialize;
 
@@ -19,6 +20,18 @@ pub enum ShardBy {
     Service,
     /// Cases dealt out one by one, whatever their service.
     Case,
+    /// Each repeat of each case dealt out on its own: one case's runs on several shards.
+    Repeat,
+}
+
+impl ShardBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShardBy::Service => "service",
+            ShardBy::Case => "case",
+            ShardBy::Repeat => "repeat",
+        }
+    }
 }
 
 /// Shard `index` (0-based) of `count`.
@@ -114,7 +127,7 @@ pub fn assign(cases: &[Case], count: usize, by: ShardBy) -> Result<Vec<usize>, S
     for (k, c) in cases.iter().enumerate() {
         let key = match by {
             ShardBy::Service => c.service.clone(),
-            ShardBy::Case => c.id.clone(),
+            ShardBy::Case | ShardBy::Repeat => c.id.clone(),
         };
         match units.iter_mut().find(|(u, _)| *u == key) {
             Some((_, members)) => members.push(k),
@@ -124,13 +137,13 @@ pub fn assign(cases: &[Case], count: usize, by: ShardBy) -> Result<Vec<usize>, S
     if count > units.len() {
         let what = match by {
             ShardBy::Service => "services",
-            ShardBy::Case => "cases",
+            ShardBy::Case | ShardBy::Repeat => "cases",
         };
         let hint = match by {
             ShardBy::Service => {
                 " (use --shard-by case to split a service's cases, if its endpoints are separate)"
             }
-            ShardBy::Case => "",
+            ShardBy::Case | ShardBy::Repeat => "",
         };
         return Err(format!(
             "{count} shards but the plan has only {} {what} to share among them; use at most {} shards{hint}",
@@ -140,7 +153,7 @@ pub fn assign(cases: &[Case], count: usize, by: ShardBy) -> Result<Vec<usize>, S
     }
     let mut shard_of = vec![0; cases.len()];
     match by {
-        ShardBy::Case => {
+        ShardBy::Case | ShardBy::Repeat => {
             for (k, s) in shard_of.iter_mut().enumerate() {
                 *s = k % count;
             }
@@ -165,4 +178,73 @@ pub fn assign(cases: &[Case], count: usize, by: ShardBy) -> Result<Vec<usize>, S
         }
     }
     Ok(shard_of)
+}
+
+/// A case a shard runs: its index in the plan's cases and, cut by repeat, the repeats.
+pub type Owned = (usize, Option<Vec<u64>>);
+
+/// The cases one shard runs (indexes into `cases`) and, cut by repeat, which of each
+/// one's `repeats` it runs (1-based; None: all of them). Repeat k of case i is run
+/// number `i·repeats + k − 1`, dealt to shard `run mod N`, so one case's repeats land
+/// on different shards.
+pub fn share(cases: &[Case], repeats: u64, shard: Shard) -> Result<Vec<Owned>, String> {
+    if shard.by != ShardBy::Repeat {
+        let of = assign(cases, shard.count, shard.by)?;
+        return Ok((0..cases.len())
+            .filter(|&k| of[k] == shard.index)
+            .map(|k| (k, None))
+            .collect());
+    }
+    let repeats = repeats.max(1) as usize;
+    let runs = cases.len() * repeats;
+    if shard.count > runs {
+        return Err(format!(
+            "{} shards but the plan has only {runs} runs ({} cases × {repeats} repeats) to share among them; use at most {runs} shards",
+            shard.count,
+            cases.len()
+        ));
+    }
+    Ok((0..cases.len())
+        .filter_map(|i| {
+            let mine: Vec<u64> = (1..=repeats)
+                .filter(|k| (i * repeats + k - 1) % shard.count == shard.index)
+                .map(|k| k as u64)
+                .collect();
+            (!mine.is_empty()).then_some((i, Some(mine)))
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cases(n: usize) -> Vec<Case> {
+        (0..n)
+            .map(|k| Case {
+                id: format!("c{k}"),
+                service: "s".into(),
+                params: Default::default(),
+                assignments: Vec::new(),
+                repeats: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn repeats_of_one_case_spread_over_shards_and_each_runs_once() {
+        let cs = cases(2);
+        let shares: Vec<_> = (0..3)
+            .map(|i| share(&cs, 3, Shard::new(i, 3, ShardBy::Repeat).unwrap()).unwrap())
+            .collect();
+        // Runs 0..6 = (c0 r1, c0 r2, c0 r3, c1 r1, c1 r2, c1 r3), dealt 0,1,2,0,1,2.
+        assert_eq!(shares[0], vec![(0, Some(vec![1])), (1, Some(vec![1]))]);
+        assert_eq!(shares[1], vec![(0, Some(vec![2])), (1, Some(vec![2]))]);
+        assert_eq!(shares[2], vec![(0, Some(vec![3])), (1, Some(vec![3]))]);
+        let e = share(&cs, 3, Shard::new(0, 7, ShardBy::Repeat).unwrap()).unwrap_err();
+        assert!(e.contains("7 shards") && e.contains("only 6 runs"), "{e}");
+        // By service, one shard has everything and no repeat list.
+        let all = share(&cs, 3, Shard::new(0, 1, ShardBy::Service).unwrap()).unwrap();
+        assert_eq!(all, vec![(0, None), (1, None)]);
+    }
 }

@@ -215,14 +215,15 @@ pub fn case_view(
         Some(x) => x.to_string(),
         None => "-".into(),
     };
-    v.prompts = r.get("num_prompts").and_then(Value::as_u64).unwrap_or(0);
-    v.completed = r.get("completed").and_then(Value::as_u64).unwrap_or(0);
+    // Counts of repeated cases are means per run, which need not be whole.
+    let count = |x: Option<&Value>| x.and_then(Value::as_f64).map_or(0, |n| n.round() as u64);
+    v.prompts = count(r.get("num_prompts"));
+    v.completed = count(r.get("completed"));
     // Pooling results keep vLLM's keys, which have no `failed`; benchplan's block has it.
-    v.failed = r
-        .get("failed")
-        .or_else(|| r.get("benchplan").and_then(|b| b.get("failed")))
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+    v.failed = count(
+        r.get("failed")
+            .or_else(|| r.get("benchplan").and_then(|b| b.get("failed"))),
+    );
     v.req_s = num(r, "request_throughput");
     v.out_tok_s = num(r, "output_throughput");
     v.ttft_mean = num(r, "mean_ttft_ms");

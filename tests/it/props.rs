@@ -163,6 +163,7 @@ fn cases_of(counts: &[usize]) -> Vec<benchplan::planner::Case> {
                 service: format!("svc{s}"),
                 params: Default::default(),
                 assignments: Vec::new(),
+                repeats: None,
             });
         }
     }

@@ -25,6 +25,7 @@ pub mod redact;
 pub mod report;
 pub mod results;
 pub mod rng;
+pub mod servermetrics;
 pub mod sim;
 pub mod slo;
 pub mod timefmt;

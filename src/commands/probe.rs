@@ -146,6 +146,46 @@ pub struct ProbeArgs {
     pub api_key_env: Option<String>,
 }
 
+/// What `/metrics` offers: which server's names, how many series, and which of the
+/// per-case quantities benchplan maps (what a run's `server_metrics` will hold).
+async fn metrics_line(client: &reqwest::Client, base: &str, headers: &HeaderMap) -> String {
+    use crate::servermetrics::vocab::{self, COUNTERS, GAUGES, Server};
+    let src = crate::servermetrics::Source {
+        url: format!("{base}/metrics"),
+        client: client.clone(),
+        headers: headers.clone(),
+        interval: Duration::from_secs(1),
+    };
+    match src.fetch().await {
+        Ok(page) if page.is_empty() => "/metrics is empty: cases run without server metrics".into(),
+        Ok(page) => {
+            let server = Server::detect(&page);
+            let mut known: Vec<&str> = GAUGES
+                .iter()
+                .filter(|g| vocab::gauge(&page, g).is_some())
+                .map(|g| g.name)
+                .collect();
+            known.extend(
+                COUNTERS
+                    .iter()
+                    .filter(|(_, names)| vocab::total(&page, names).is_some())
+                    .map(|(n, _)| *n),
+            );
+            format!(
+                "/metrics: {} series, {} names{}",
+                page.len(),
+                server.as_str(),
+                if known.is_empty() {
+                    " (raw series kept)".to_string()
+                } else {
+                    format!("; per case: {}", known.join(", "))
+                }
+            )
+        }
+        Err(e) => format!("none ({e}): cases run without server metrics"),
+    }
+}
+
 pub fn run(args: ProbeArgs) -> Exit {
     let ProbeArgs {
         url,
@@ -250,6 +290,11 @@ pub fn run(args: ProbeArgs) -> Exit {
                 );
             }
         }
+        println!(
+            "{:<12}{}",
+            "metrics:",
+            metrics_line(&client, &base, &headers).await
+        );
         let (model, root) = match model {
             Some(m) => (m.clone(), m),
             None => match discover_model(&client, &base, &headers).await {

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::load::target::{Resolved, resolve};
+use crate::plan::service::ServerMetricsSpec;
 use crate::planner::{Case, Planned};
+use crate::servermetrics::Source;
 
 /// Each pending service: ready, or why not.
 pub type Services = HashMap<String, Result<Arc<Resolved>, String>>;
@@ -54,7 +56,7 @@ pub async fn prepare(planned: &Planned, pending: &[&Case]) -> Services {
                     }
                 }
             }
-            Ok(Arc::new(r))
+            Ok(r)
         })
         .await
         .unwrap_or_else(|_| {
@@ -63,15 +65,56 @@ pub async fn prepare(planned: &Planned, pending: &[&Case]) -> Services {
                 limit.as_secs_f64() + 30.0
             ))
         });
-        if let Err(e) = &ready {
-            eprintln!(
-                "error: service `{}` is unavailable, its cases fail: {e}",
-                case.service
-            );
-        }
+        let ready = match ready {
+            Ok(mut r) => {
+                let spec = svc
+                    .server_metrics
+                    .clone()
+                    .or_else(|| case.params.server_metrics.clone())
+                    .unwrap_or_default();
+                r.metrics = metrics_source(&r, &spec, &case.service).await;
+                Ok(Arc::new(r))
+            }
+            Err(e) => {
+                eprintln!(
+                    "error: service `{}` is unavailable, its cases fail: {e}",
+                    case.service
+                );
+                Err(e)
+            }
+        };
         out.insert(case.service.clone(), ready);
     }
     out
+}
+
+/// The service's metrics page, when scraping is on and the page answers; a service
+/// without one is reported once (never an error: its cases run without).
+pub async fn metrics_source(
+    r: &Resolved,
+    spec: &ServerMetricsSpec,
+    name: &str,
+) -> Option<Arc<Source>> {
+    if !spec.enabled {
+        return None;
+    }
+    let src = Source::new(r, spec);
+    match src.fetch().await {
+        Ok(page) if !page.is_empty() => Some(Arc::new(src)),
+        Ok(_) => {
+            eprintln!(
+                "note: service `{name}`: {} is empty; its cases have no server metrics",
+                src.url
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!(
+                "note: service `{name}`: no server metrics ({e}); its cases run without them"
+            );
+            None
+        }
+    }
 }
 
 /// Each ready service's identity as it reports it: /version where served.

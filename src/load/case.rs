@@ -42,6 +42,7 @@ fn run_summary(run: &CaseRun, params: &CaseParams, tokens: Option<&TokenModel>) 
             timestamp: crate::timefmt::iso_micros(e.at),
         })
         .collect();
+    s.spec_decode = run.server_metrics.as_ref().and_then(|m| m.spec_decode());
     s
 }
 
@@ -65,6 +66,9 @@ impl CaseResult {
         req["balanced"] = json!(a.balanced());
         m.insert("requests".into(), req);
         m.insert("timed_out".into(), json!(self.run.timed_out));
+        if let Some(sm) = &self.run.server_metrics {
+            m.insert("server_metrics".into(), sm.to_json());
+        }
         m
     }
 
@@ -113,6 +117,17 @@ pub async fn execute(
         let each = if service.is_sim() { 2 } else { 1 };
         super::fdlimit::check(n, each, super::fdlimit::current())?;
     }
+    // The service's own metrics, unless the caller chose a source.
+    let with_metrics;
+    let opts = if opts.server_metrics.is_none() && resolved.metrics.is_some() {
+        with_metrics = RunOptions {
+            server_metrics: resolved.metrics.clone(),
+            ..opts.clone()
+        };
+        &with_metrics
+    } else {
+        opts
+    };
     if let Dataset::MultiTurn(d) = &params.dataset {
         return execute_conversations(resolved, service, params, d, opts).await;
     }

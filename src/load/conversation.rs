@@ -290,7 +290,9 @@ pub async fn run_conversations(
     }
     let planned_turns = convs.list.iter().map(|c| c.turns.len() as u32).collect();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RequestRecord>();
+    let before = super::run::scrape_before(opts).await;
     let start = Instant::now();
+    let scraping = before.map(|(src, page)| src.sample(page, start));
     let shared = Arc::new(Shared {
         target,
         session_header: (!session_header.is_empty())
@@ -337,6 +339,10 @@ pub async fn run_conversations(
     drop(shared);
     let collected = collect(rx, total, &released, opts, start).await;
     let duration = start.elapsed().as_secs_f64();
+    let server_metrics = match scraping {
+        Some(s) => Some(s.finish().await),
+        None => None,
+    };
     let _ = dispatcher.join();
     let accounting = Accounting::of(
         total as u64,
@@ -356,5 +362,6 @@ pub async fn run_conversations(
         timed_out: collected.timed_out,
         accounting,
         planned_turns,
+        server_metrics,
     })
 }

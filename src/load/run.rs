@@ -49,6 +49,8 @@ pub struct RunOptions {
     pub prewarm_connections: bool,
     /// Dataset file paths are relative to this folder (the plan's).
     pub data_dir: std::path::PathBuf,
+    /// The service's `/metrics`, scraped around and during the measured requests.
+    pub server_metrics: Option<Arc<crate::servermetrics::Source>>,
 }
 
 impl Default for RunOptions {
@@ -62,6 +64,7 @@ impl Default for RunOptions {
             request_id_prefix: format!("benchplan-{:08x}-", std::process::id()),
             prewarm_connections: true,
             data_dir: std::path::PathBuf::from("."),
+            server_metrics: None,
         }
     }
 }
@@ -136,6 +139,21 @@ pub struct CaseRun {
     pub accounting: Accounting,
     /// Multi-turn cases: the planned turns of each conversation (empty otherwise).
     pub planned_turns: Vec<u32>,
+    /// The server's own metrics over the measured requests, when it serves them.
+    pub server_metrics: Option<crate::servermetrics::ServerMetrics>,
+}
+
+/// Reads the server's page before the measured requests start (after the smoke
+/// request, warmups and prewarmed connections, which must not count).
+pub(crate) async fn scrape_before(
+    opts: &RunOptions,
+) -> Option<(
+    Arc<crate::servermetrics::Source>,
+    Result<Vec<crate::servermetrics::parse::Series>, String>,
+)> {
+    let src = opts.server_metrics.clone()?;
+    let page = src.fetch().await;
+    Some((src, page))
 }
 
 /// Why a case could not be measured at all.
@@ -237,7 +255,9 @@ pub async fn run_case(
     let offsets = Arc::new(replayed.unwrap_or_else(|| schedule(&params, n)));
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RequestRecord>();
     let handle = tokio::runtime::Handle::current();
+    let before = scrape_before(opts).await;
     let start = Instant::now();
+    let scraping = before.map(|(src, page)| src.sample(page, start));
     // vLLM's `rps_change_events` for a ramp-up: the start rate, then each whole rate
     // the ramp reaches, with the wall-clock time of the release that reached it.
     let ramp = params
@@ -349,6 +369,10 @@ pub async fn run_case(
     let duration = start.elapsed().as_secs_f64();
     let rps_change_events = dispatcher.join().unwrap_or_default();
     let accounting = Accounting::of(n as u64, &collected.records, 0, collected.interrupted);
+    let server_metrics = match scraping {
+        Some(s) => Some(s.finish().await),
+        None => None,
+    };
     Ok(CaseRun {
         records: collected.records,
         started: start,
@@ -361,6 +385,7 @@ pub async fn run_case(
         timed_out: collected.timed_out,
         accounting,
         planned_turns: vec![],
+        server_metrics,
     })
 }
 

@@ -27,6 +27,9 @@ pub struct Resolved {
     pub client: reqwest::Client,
     pub headers: HeaderMap,
     pub sim: Option<SimHandle>,
+    /// The service's `/metrics`, when it serves one and scraping is on (set by whoever
+    /// checked it: `run` checks once per service).
+    pub metrics: Option<std::sync::Arc<crate::servermetrics::Source>>,
 }
 
 /// Starts the simulator of a `sim` service, or connects to `base_url`, and resolves model and tokenizer.
@@ -79,6 +82,7 @@ pub async fn resolve(
         client,
         headers,
         sim,
+        metrics: None,
     })
 }
 

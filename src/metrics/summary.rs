@@ -139,6 +139,8 @@ pub struct Summary {
     pub connections: Connections,
     /// Ramp-up runs: the whole rates reached, as vLLM records them.
     pub rps_change_events: Vec<RpsChangeEvent>,
+    /// Speculative decoding over the run, from the server's counters (vLLM's keys).
+    pub spec_decode: Option<crate::servermetrics::SpecDecode>,
 }
 
 impl Summary {

@@ -263,6 +263,9 @@ pub struct CaseParams {
     /// Free-form labels written as top-level keys of the result JSON.
     #[serde(skip_serializing_if = "IndexMap::is_empty")]
     pub metadata: IndexMap<String, String>,
+    /// Scraping each service's Prometheus metrics (a service's own setting wins); on by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<super::service::ServerMetricsSpec>,
 }
 
 impl Default for CaseParams {
@@ -298,6 +301,7 @@ impl Default for CaseParams {
             max_event_bytes: None,
             max_body_bytes: None,
             logprobs: None,
+            server_metrics: None,
             multi_turn_concurrency: None,
             request_id_prefix: None,
             min_success_rate: None,

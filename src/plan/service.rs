@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::params::Backend;
 use super::sim::SimSpec;
+use super::units::Dur;
 
 /// One named target. Give either `base_url` (an external server) or `sim` (the embedded simulator).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -40,6 +41,33 @@ pub struct Service {
     /// Run the embedded simulator for this service instead of calling base_url.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sim: Option<SimSpec>,
+    /// Scraping the server's Prometheus metrics around each case (overrides `defaults.server_metrics`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<ServerMetricsSpec>,
+}
+
+/// Whether and how the server's own `/metrics` is scraped: before and after each case
+/// and every `scrape_interval` during it. On by default; a service without the page
+/// is reported once and runs without.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerMetricsSpec {
+    /// Scrape at all.
+    pub enabled: bool,
+    /// Time between scrapes while the case runs, such as "1s" or "250ms".
+    pub scrape_interval: Dur,
+    /// Path of the metrics page on the service's base URL.
+    pub path: String,
+}
+
+impl Default for ServerMetricsSpec {
+    fn default() -> Self {
+        ServerMetricsSpec {
+            enabled: true,
+            scrape_interval: Dur(std::time::Duration::from_secs(1)),
+            path: "/metrics".into(),
+        }
+    }
 }
 
 impl Service {

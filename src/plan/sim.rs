@@ -118,6 +118,12 @@ pub struct SimParams {
     /// Seed for jitter, failures and output lengths.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// Speculative decoding: one acceptance probability per draft position, such as
+    /// [0.8, 0.6, 0.4] for three speculative tokens. A draft's token at position i is
+    /// accepted with probability p[i] when every earlier one was (so p[i] is
+    /// conditional). Only the `vllm:spec_decode_*` counters change, not the timing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spec_decode_acceptance: Option<Vec<f64>>,
 }
 
 /// A simulator service: a preset plus any parameters on top.

@@ -122,6 +122,9 @@ pub fn check_plan(
             _ => {}
         }
         super::tokenizer::check_tokenizer(&path, svc, out);
+        if let Some(sm) = &svc.server_metrics {
+            check_server_metrics(&join_key(&path, "server_metrics"), sm, out);
+        }
         if let Some(env) = &svc.api_key_env {
             if env.is_empty() || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 out.push(
@@ -158,6 +161,18 @@ pub fn check_plan(
                         join_key(&sp, key),
                         format!("`{key}` must be at least 1"),
                     ));
+                }
+            }
+            if let Some(acc) = &sim.params.spec_decode_acceptance {
+                let max = crate::sim::metrics::SPEC_POSITIONS;
+                if acc.len() > max || acc.iter().any(|p| !(0.0..=1.0).contains(p)) {
+                    out.push(
+                        Diagnostic::error(
+                            join_key(&sp, "spec_decode_acceptance"),
+                            format!("needs at most {max} probabilities, each between 0 and 1"),
+                        )
+                        .with_help("one per speculative token, such as [0.8, 0.6, 0.4]"),
+                    );
                 }
             }
             if sim.params.time_factor_under_load.is_some_and(|f| f < 1.0) {
@@ -294,6 +309,10 @@ pub fn check_plan(
         }
     }
 
+    if let Some(sm) = &plan.defaults.server_metrics {
+        check_server_metrics("defaults.server_metrics", sm, out);
+    }
+
     let ex = &plan.execution;
     if ex.parallel == 0 {
         out.push(
@@ -321,6 +340,32 @@ pub fn check_plan(
             "report.regression_threshold",
             "must not be negative",
         ));
+    }
+}
+
+/// A scrape interval the timer can keep and a path the server can be asked for.
+fn check_server_metrics(
+    key: &str,
+    sm: &crate::plan::service::ServerMetricsSpec,
+    out: &mut Vec<Diagnostic>,
+) {
+    if sm.scrape_interval.0 < std::time::Duration::from_millis(10) {
+        out.push(
+            Diagnostic::error(
+                join_key(key, "scrape_interval"),
+                "the scrape interval must be at least 10ms",
+            )
+            .with_help("\"1s\" is the default; set enabled = false to not scrape at all"),
+        );
+    }
+    if sm.path.is_empty() || sm.path.contains(char::is_whitespace) || sm.path.contains("://") {
+        out.push(
+            Diagnostic::error(
+                join_key(key, "path"),
+                format!("`{}` is not a path on the service", sm.path),
+            )
+            .with_help("give the path of the metrics page, such as \"/metrics\""),
+        );
     }
 }
 

@@ -1,6 +1,7 @@
 //! Reports: one typed view model built from a run's results, rendered by minijinja
 //! templates (markdown) and written as CSV. Every format reads the same view model.
 
+pub mod charts;
 pub mod compare;
 pub mod csv;
 pub mod junit;

@@ -160,6 +160,27 @@ pub fn result_json(
             ),
         );
     }
+    // As vLLM: filled from the server's spec-decode counters when drafts moved.
+    if let Some(sd) = &s.spec_decode {
+        o.insert(
+            "spec_decode_acceptance_rate".into(),
+            json!(sd.acceptance_rate),
+        );
+        o.insert(
+            "spec_decode_acceptance_length".into(),
+            json!(sd.acceptance_length),
+        );
+        o.insert("spec_decode_num_drafts".into(), json!(sd.num_drafts));
+        o.insert("spec_decode_draft_tokens".into(), json!(sd.draft_tokens));
+        o.insert(
+            "spec_decode_accepted_tokens".into(),
+            json!(sd.accepted_tokens),
+        );
+        o.insert(
+            "spec_decode_per_position_acceptance_rates".into(),
+            json!(sd.per_position_acceptance_rates),
+        );
+    }
     for st in &s.stats {
         stats_keys(&mut o, st);
     }

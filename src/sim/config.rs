@@ -32,6 +32,8 @@ pub struct SimConfig {
     pub api_key: Option<String>,
     pub tokenizer: Option<PathBuf>,
     pub seed: u64,
+    /// Conditional acceptance per draft position; empty: no speculative decoding.
+    pub spec_decode_acceptance: Vec<f64>,
     /// Embedding vector length for /v1/embeddings.
     pub embedding_dim: usize,
     /// Keep each streamed request's actual send times for `GET /sim/timings`
@@ -66,6 +68,7 @@ impl SimConfig {
             api_key: None,
             tokenizer: None,
             seed: 0,
+            spec_decode_acceptance: Vec::new(),
             embedding_dim: 64,
             record_timings: false,
         };
@@ -160,6 +163,7 @@ impl SimConfig {
             self.tokenizer = p.tokenizer.clone();
         }
         set!(seed);
+        set!(spec_decode_acceptance);
     }
 
     /// Latency multiplier with `running` sequences: 1 at one, `time_factor_under_load`

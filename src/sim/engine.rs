@@ -82,6 +82,8 @@ struct Seq {
     emitted: u64,
     cut_after: Option<u64>,
     cached: u64,
+    /// Tokens verified by past drafts and not yet streamed.
+    drafted_ahead: u64,
 }
 
 struct Engine {
@@ -174,6 +176,7 @@ impl Engine {
                     emitted: 0,
                     cut_after,
                     cached,
+                    drafted_ahead: 0,
                 },
             );
             self.stats.running.store(self.seqs.len() as u64, Relaxed);
@@ -229,8 +232,21 @@ impl Engine {
                 finish,
                 cached_tokens: seq.cached,
             };
+            // The first token comes from prefill; later ones from decode steps.
+            let decoded = if seq.emitted == 0 {
+                n.saturating_sub(1)
+            } else {
+                n
+            };
             seq.emitted += n;
             self.stats.generation_tokens.fetch_add(n, Relaxed);
+            speculate(
+                &self.config.spec_decode_acceptance,
+                &self.stats,
+                &mut self.rng,
+                &mut seq.drafted_ahead,
+                decoded,
+            );
             if done {
                 // Counters first: a client that sees the last chunk must see the engine idle.
                 let events = seq.job.events.clone();
@@ -254,6 +270,31 @@ impl Engine {
                 .push(Reverse((due + Duration::from_secs_f64(step), id)));
         }
     }
+}
+
+/// Speculative decoding for `n` decode tokens: drafts until they cover them, each
+/// proposing one token per position and yielding 1 + its accepted prefix; what a
+/// draft verified beyond `n` is kept in `ahead` for the next step.
+fn speculate(acceptance: &[f64], stats: &Stats, rng: &mut Rng, ahead: &mut u64, n: u64) {
+    let k = acceptance.len().min(super::metrics::SPEC_POSITIONS);
+    if k == 0 {
+        return;
+    }
+    while *ahead < n {
+        let mut accepted = 0;
+        for (i, p) in acceptance.iter().take(k).enumerate() {
+            if !rng.chance(*p) {
+                break;
+            }
+            stats.spec_accepted_per_pos[i].fetch_add(1, Relaxed);
+            accepted += 1;
+        }
+        stats.spec_drafts.fetch_add(1, Relaxed);
+        stats.spec_draft_tokens.fetch_add(k as u64, Relaxed);
+        stats.spec_accepted.fetch_add(accepted, Relaxed);
+        *ahead += 1 + accepted;
+    }
+    *ahead -= n;
 }
 
 /// Runs the engine until every command sender is gone or a shutdown arrives.

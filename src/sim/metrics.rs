@@ -10,6 +10,10 @@ const BUCKETS: [f64; 18] = [
     20.0, 40.0,
 ];
 
+/// Draft positions the simulator counts (vLLM's per-position counter has one per
+/// speculative token; more than this is refused by the planner).
+pub const SPEC_POSITIONS: usize = 16;
+
 #[derive(Debug, Default)]
 pub struct Histogram {
     counts: [AtomicU64; BUCKETS.len()],
@@ -58,6 +62,11 @@ pub struct Stats {
     pub generation_tokens: AtomicU64,
     pub prefix_queries: AtomicU64,
     pub prefix_hits: AtomicU64,
+    /// Speculative decoding: drafts, drafted tokens, accepted tokens (total and per position).
+    pub spec_drafts: AtomicU64,
+    pub spec_draft_tokens: AtomicU64,
+    pub spec_accepted: AtomicU64,
+    pub spec_accepted_per_pos: [AtomicU64; SPEC_POSITIONS],
     pub requests_ok: AtomicU64,
     pub requests_failed: AtomicU64,
     /// Injected HTTP errors by status (failure_rate, X-Return-Error, api key, full queue): index = status - 400.
@@ -82,6 +91,10 @@ impl Default for Stats {
             accept_errors: AtomicU64::new(0),
             prefix_queries: AtomicU64::new(0),
             prefix_hits: AtomicU64::new(0),
+            spec_drafts: AtomicU64::new(0),
+            spec_draft_tokens: AtomicU64::new(0),
+            spec_accepted: AtomicU64::new(0),
+            spec_accepted_per_pos: std::array::from_fn(|_| AtomicU64::new(0)),
             requests_ok: AtomicU64::new(0),
             requests_failed: AtomicU64::new(0),
             injected_status: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -168,6 +181,37 @@ impl Stats {
             "Prefix cache hits, in terms of number of cached tokens.",
             self.prefix_hits.load(Relaxed),
         );
+        let drafted = self.spec_draft_tokens.load(Relaxed);
+        if drafted > 0 {
+            counter(
+                &mut out,
+                "vllm:spec_decode_num_drafts_total",
+                "Number of spec decoding drafts.",
+                self.spec_drafts.load(Relaxed),
+            );
+            counter(
+                &mut out,
+                "vllm:spec_decode_num_draft_tokens_total",
+                "Number of draft tokens.",
+                drafted,
+            );
+            counter(
+                &mut out,
+                "vllm:spec_decode_num_accepted_tokens_total",
+                "Number of accepted tokens.",
+                self.spec_accepted.load(Relaxed),
+            );
+            let name = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+            let _ = writeln!(
+                out,
+                "# HELP {name} Accepted tokens per draft position.\n# TYPE {name} counter"
+            );
+            let k = (self.spec_draft_tokens.load(Relaxed) / self.spec_drafts.load(Relaxed).max(1))
+                as usize;
+            for (i, c) in self.spec_accepted_per_pos.iter().take(k).enumerate() {
+                let _ = writeln!(out, "{name}{{{l},position=\"{i}\"}} {}", c.load(Relaxed));
+            }
+        }
         counter(
             &mut out,
             "vllm:request_success_total",

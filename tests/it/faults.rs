@@ -793,6 +793,15 @@ fn probe_sends_the_key_from_its_variable_and_headers() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+    // Probe tells what /metrics offers before a plan relies on it.
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.lines().any(|l| l.starts_with("metrics:")
+            && l.contains("vllm names")
+            && l.contains("running")
+            && l.contains("prefix_cache_hits")),
+        "{said}"
+    );
     let without = Command::new(env!("CARGO_BIN_EXE_benchplan"))
         .args([
             "probe",

@@ -17,6 +17,7 @@ mod parity;
 mod plans;
 mod props;
 mod run_plan;
+mod server_metrics;
 mod shards;
 mod sim;
 mod sim_timing;

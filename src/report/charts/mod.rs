@@ -1,0 +1,81 @@
+//! Charts of a run as SVG files (plotters' SVG backend; text stays `<text>`, so no
+//! font files are read): the throughput–latency curve of a sweep ([`pareto`]), the
+//! TTFT and ITL distributions from the HDR histograms ([`cdf`]), the server's running,
+//! waiting and KV-cache use over each case ([`server`]), and an SLO search's probes
+//! ([`search`]). report.md links them; report.html shows them inline.
+
+pub mod cdf;
+pub mod pareto;
+pub mod search;
+pub mod server;
+mod style;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::csv::Row;
+use super::view::CaseView;
+
+/// What the report says about one chart.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChartView {
+    /// `pareto`, `cdf`, `server` or `search`.
+    pub kind: String,
+    pub title: String,
+    /// Relative to the run folder, such as `charts/throughput_vs_ttft.svg`.
+    pub file: String,
+    /// The service a per-service chart is of.
+    pub service: Option<String>,
+    /// The case a per-case chart is of.
+    pub case: Option<String>,
+}
+
+/// A drawn chart: what the report says of it, and the SVG text.
+#[derive(Debug, Clone)]
+pub struct Chart {
+    pub view: ChartView,
+    pub svg: String,
+}
+
+impl Chart {
+    fn new(kind: &str, title: String, name: &str, svg: String) -> Chart {
+        Chart {
+            view: ChartView {
+                kind: kind.into(),
+                title,
+                file: format!("charts/{name}.svg"),
+                service: None,
+                case: None,
+            },
+            svg,
+        }
+    }
+}
+
+/// Every chart a run's results support: the curve only with two or more measured
+/// cases of a service, distributions and server series only for cases that have them.
+pub fn draw(cases: &[CaseView], rows: &[Row]) -> Vec<Chart> {
+    let result = |id: &str| -> Option<&Map<String, Value>> {
+        rows.iter()
+            .find(|r| r.id == id)
+            .and_then(|r| r.result.as_ref())
+    };
+    let mut out = Vec::new();
+    out.extend(pareto::draw(cases, &result));
+    out.extend(cdf::draw(cases, &result));
+    out.extend(server::draw(cases, &result));
+    out
+}
+
+/// A name safe in a file name (case ids and service names are already plain).
+fn file_part(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,97 @@
+//! An SLO search's history: each probed value against its SLO margin (above the line
+//! it met every SLO, below it failed one), coloured pass or fail, in probing order.
+
+use plotters::prelude::*;
+
+use super::style::{FAIL, FONT, PASS, SIZE, err, range};
+use super::{Chart, file_part};
+use crate::optimize::search::Step;
+
+/// The chart of one search (`case` names it), when it probed anything.
+pub fn draw(case: &str, knob: &str, history: &[Step], answer: Option<f64>) -> Option<Chart> {
+    if history.is_empty() {
+        return None;
+    }
+    let title = format!("SLO search {case}");
+    match svg(&title, knob, history, answer) {
+        Ok(s) => {
+            let mut ch = Chart::new("search", title, &format!("search_{}", file_part(case)), s);
+            ch.view.case = Some(case.to_string());
+            Some(ch)
+        }
+        Err(e) => {
+            eprintln!("warning: cannot draw the search chart of {case}: {e}");
+            None
+        }
+    }
+}
+
+fn svg(title: &str, knob: &str, history: &[Step], answer: Option<f64>) -> Result<String, String> {
+    let xs = range(history.iter().map(|s| s.value), true);
+    let ys = range(history.iter().map(|s| s.margin * 100.0).chain([0.0]), false);
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, (FONT, 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(xs.clone(), ys.clone())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc(knob)
+            .y_desc("SLO margin (%)")
+            .label_style((FONT, 12))
+            .draw()
+            .map_err(err)?;
+        // The SLO line: margin 0.
+        chart
+            .draw_series(LineSeries::new(
+                vec![(xs.start, 0.0), (xs.end, 0.0)],
+                BLACK.stroke_width(1),
+            ))
+            .map_err(err)?
+            .label("SLO")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], BLACK.stroke_width(1)));
+        if let Some(a) = answer {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(a, ys.start), (a, ys.end)],
+                    5,
+                    4,
+                    PASS.stroke_width(1),
+                ))
+                .map_err(err)?
+                .label(format!("answer {a}"))
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], PASS.stroke_width(1)));
+        }
+        chart
+            .draw_series(history.iter().map(|s| {
+                let c = if s.slo_pass { PASS } else { FAIL };
+                Circle::new((s.value, s.margin * 100.0), 5, c.filled())
+            }))
+            .map_err(err)?;
+        chart
+            .draw_series(history.iter().enumerate().map(|(i, s)| {
+                Text::new(
+                    format!("{}", i + 1),
+                    (s.value, s.margin * 100.0),
+                    (FONT, 11).into_font(),
+                )
+            }))
+            .map_err(err)?;
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, 12))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(text)
+}

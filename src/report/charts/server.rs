@@ -1,0 +1,130 @@
+//! The server's own view of each case over time, from its scraped `/metrics`
+//! (`benchplan.server_metrics.series`): requests running and waiting above, KV-cache
+//! use below. Drawn for cases with two or more scrapes.
+
+use plotters::prelude::*;
+use serde_json::{Map, Value};
+
+use super::style::{FONT, SIZE, color, err, range};
+use super::{CaseView, Chart, file_part};
+
+type Series = Vec<(f64, f64)>;
+
+fn series(sm: &Value, t: &[f64], name: &str) -> Series {
+    sm["series"][name]
+        .as_array()
+        .map(|vals| {
+            t.iter()
+                .zip(vals)
+                .filter_map(|(t, v)| v.as_f64().map(|v| (*t, v)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn draw<'a>(
+    cases: &[CaseView],
+    result: &dyn Fn(&str) -> Option<&'a Map<String, Value>>,
+) -> Vec<Chart> {
+    let mut out = Vec::new();
+    for c in cases {
+        let Some(sm) = result(&c.id).and_then(|r| r.get("benchplan")?.get("server_metrics")) else {
+            continue;
+        };
+        let t: Vec<f64> = sm["series"]["t"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default();
+        if t.len() < 2 {
+            continue;
+        }
+        let counts = [
+            ("running", series(sm, &t, "running")),
+            ("waiting", series(sm, &t, "waiting")),
+        ];
+        let kv = series(sm, &t, "kv_cache_usage_pct");
+        if counts.iter().all(|(_, s)| s.is_empty()) && kv.is_empty() {
+            continue;
+        }
+        let title = format!("Server during {}", c.id);
+        match svg(&title, &t, &counts, &kv) {
+            Ok(s) => {
+                let mut ch =
+                    Chart::new("server", title, &format!("server_{}", file_part(&c.id)), s);
+                ch.view.case = Some(c.id.clone());
+                ch.view.service = Some(c.service.clone());
+                out.push(ch);
+            }
+            Err(e) => eprintln!("warning: cannot draw the server chart of {}: {e}", c.id),
+        }
+    }
+    out
+}
+
+fn svg(title: &str, t: &[f64], counts: &[(&str, Series)], kv: &Series) -> Result<String, String> {
+    let xs = range(t.iter().copied(), true);
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let root = root.titled(title, (FONT, 18)).map_err(err)?;
+        let (top, bottom) = root.split_vertically(SIZE.1 * 55 / 100);
+        let ys = range(counts.iter().flat_map(|(_, s)| s.iter().map(|p| p.1)), true);
+        let mut chart = ChartBuilder::on(&top)
+            .margin(10)
+            .x_label_area_size(28)
+            .y_label_area_size(56)
+            .build_cartesian_2d(xs.clone(), ys)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .y_desc("requests")
+            .label_style((FONT, 12))
+            .draw()
+            .map_err(err)?;
+        for (i, (name, s)) in counts.iter().enumerate() {
+            if s.is_empty() {
+                continue;
+            }
+            let c = color(i);
+            chart
+                .draw_series(LineSeries::new(s.iter().copied(), c.stroke_width(2)))
+                .map_err(err)?
+                .label(*name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, 12))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        let mut chart = ChartBuilder::on(&bottom)
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(xs, 0.0..100.0)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds from the first request")
+            .y_desc("KV cache %")
+            .label_style((FONT, 12))
+            .draw()
+            .map_err(err)?;
+        if !kv.is_empty() {
+            chart
+                .draw_series(LineSeries::new(
+                    kv.iter().copied(),
+                    color(2).stroke_width(2),
+                ))
+                .map_err(err)?;
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(text)
+}

@@ -47,6 +47,12 @@ pub enum Command {
         /// A minijinja template replacing the built-in report.
         #[arg(long)]
         template: Option<PathBuf>,
+        /// A minijinja template replacing the built-in report.html.
+        #[arg(long)]
+        html_template: Option<PathBuf>,
+        /// Draw no SVG charts (report.md and report.html then have none).
+        #[arg(long)]
+        no_charts: bool,
         /// Build every case's dataset, print its lengths, send nothing.
         #[arg(long)]
         dry_run: bool,
@@ -69,6 +75,9 @@ pub enum Command {
         /// Results folder (default: the plan's execution.results_dir).
         #[arg(long)]
         results_dir: Option<PathBuf>,
+        /// Draw no search charts.
+        #[arg(long)]
+        no_charts: bool,
     },
     /// Ask a service what it is and whether it is ready: health, models, endpoints, one smoke request.
     Probe {
@@ -97,6 +106,12 @@ pub enum Command {
         /// A minijinja template replacing the built-in report.
         #[arg(long)]
         template: Option<PathBuf>,
+        /// A minijinja template replacing the built-in report.html.
+        #[arg(long)]
+        html_template: Option<PathBuf>,
+        /// Draw no SVG charts.
+        #[arg(long)]
+        no_charts: bool,
         /// md, csv or json.
         #[arg(long, default_value = "md")]
         format: String,
@@ -238,8 +253,16 @@ pub fn run(cli: Cli) -> Exit {
         }
         Command::Sim(args) => crate::sim::cli::run(&args),
         Command::Bench(args) => crate::commands::bench::run(&args),
-        Command::Optimize { plan, results_dir } => with_plan(&plan, |p| {
-            crate::optimize::run::run(p, results_dir.as_deref())
+        Command::Optimize {
+            plan,
+            results_dir,
+            no_charts,
+        } => with_plan(&plan, |p| {
+            crate::optimize::run::run(
+                p,
+                results_dir.as_deref(),
+                !no_charts && p.plan.report.charts,
+            )
         }),
         Command::Probe {
             url,
@@ -259,8 +282,19 @@ pub fn run(cli: Cli) -> Exit {
         Command::Report {
             dir,
             template,
+            html_template,
+            no_charts,
             format,
-        } => crate::commands::report::run(&dir, template, &format),
+        } => crate::commands::report::run(
+            &dir,
+            crate::executor::RunSettings {
+                template,
+                html_template,
+                no_charts,
+                ..crate::executor::RunSettings::default()
+            },
+            &format,
+        ),
         Command::Merge {
             dirs,
             results_dir,
@@ -284,6 +318,8 @@ pub fn run(cli: Cli) -> Exit {
             plan,
             results_dir,
             template,
+            html_template,
+            no_charts,
             dry_run,
             quiet,
             resume,
@@ -337,6 +373,8 @@ pub fn run(cli: Cli) -> Exit {
             let settings = crate::executor::RunSettings {
                 results_dir,
                 template: template.or_else(|| p.plan.report.template.clone()),
+                html_template: html_template.or_else(|| p.plan.report.html_template.clone()),
+                no_charts: no_charts || !p.plan.report.charts,
                 command: crate::redact::this_command(),
                 progress: !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
                 quiet,
@@ -362,6 +400,7 @@ pub fn run(cli: Cli) -> Exit {
             code.worst(crate::optimize::run::run(
                 p,
                 settings.results_dir.as_deref(),
+                !settings.no_charts,
             ))
         }),
     }

@@ -1,6 +1,6 @@
 //! `benchplan report DIR` and `benchplan compare BASE CAND`: reading finished runs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -179,11 +179,12 @@ pub(crate) fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
         recommendation,
         no_recommendation,
         comparison: None,
+        charts: Vec::new(),
     };
     Ok((view, rows))
 }
 
-pub fn run(dir: &Path, template: Option<PathBuf>, format: &str) -> Exit {
+pub fn run(dir: &Path, settings: RunSettings, format: &str) -> Exit {
     let (view, rows) = match view_of(dir) {
         Ok(v) => v,
         Err(e) => {
@@ -191,7 +192,7 @@ pub fn run(dir: &Path, template: Option<PathBuf>, format: &str) -> Exit {
             return Exit::BadPlan;
         }
     };
-    let code = report_as(dir, &view, &rows, template, format);
+    let code = report_as(dir, &view, &rows, settings, format);
     let unfinished = view
         .cases
         .iter()
@@ -211,7 +212,7 @@ fn report_as(
     dir: &Path,
     view: &ReportView,
     rows: &[Row],
-    template: Option<PathBuf>,
+    settings: RunSettings,
     format: &str,
 ) -> Exit {
     match format {
@@ -232,13 +233,7 @@ fn report_as(
                 Exit::Runtime
             }
         },
-        "md" => {
-            let settings = RunSettings {
-                template,
-                ..RunSettings::default()
-            };
-            write_reports(dir, view, rows, &settings, Path::new("."))
-        }
+        "md" => write_reports(dir, view, rows, &settings, Path::new(".")),
         other => {
             eprintln!("error: unknown --format `{other}`; use md, csv or json");
             Exit::BadPlan

@@ -36,6 +36,10 @@ use case::Status;
 pub struct RunSettings {
     pub results_dir: Option<PathBuf>,
     pub template: Option<PathBuf>,
+    /// A minijinja template replacing the built-in report.html.
+    pub html_template: Option<PathBuf>,
+    /// Draw no charts (`--no-charts`, or `report.charts = false`).
+    pub no_charts: bool,
     /// The command line, secrets redacted.
     pub command: String,
     pub progress: bool,
@@ -340,6 +344,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         no_recommendation,
         slo_failures,
         comparison: None,
+        charts: Vec::new(),
     };
     let mut regression = false;
     if let Some(b) = &plan.report.baseline {
@@ -400,8 +405,64 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     code
 }
 
-/// Renders report.md (the plan's or the built-in template) and summary.csv into `dir`,
-/// prints the markdown, and appends it to $GITHUB_STEP_SUMMARY when that is set.
+/// A template: the given file (relative to the plan's folder unless it exists as
+/// given), or the built-in one.
+fn template_source(
+    custom: Option<&PathBuf>,
+    plan_dir: &Path,
+    builtin: (&str, &str),
+) -> Result<(String, String), String> {
+    match custom {
+        Some(p) => {
+            let p = if p.is_absolute() || p.exists() {
+                p.clone()
+            } else {
+                plan_dir.join(p)
+            };
+            std::fs::read_to_string(&p)
+                .map(|s| (p.display().to_string(), s))
+                .map_err(|e| format!("cannot read template {}: {e}", p.display()))
+        }
+        None => Ok((builtin.0.to_string(), builtin.1.to_string())),
+    }
+}
+
+/// Draws the charts into `dir/charts/` and lists them in the view (none with
+/// `--no-charts`). A chart that cannot be written is a warning, not a failed run.
+fn write_charts(
+    dir: &Path,
+    report: &mut ReportView,
+    rows: &[Row],
+    settings: &RunSettings,
+) -> Vec<crate::report::charts::Chart> {
+    if settings.no_charts {
+        return Vec::new();
+    }
+    let charts = crate::report::charts::draw(&report.cases, rows);
+    if charts.is_empty() {
+        return charts;
+    }
+    if let Err(e) = std::fs::create_dir_all(dir.join("charts")) {
+        eprintln!(
+            "warning: cannot create {}: {e}; no charts",
+            dir.join("charts").display()
+        );
+        return Vec::new();
+    }
+    let mut written = Vec::new();
+    for c in charts {
+        match write_atomic(&dir.join(&c.view.file), c.svg.as_bytes()) {
+            Ok(()) => written.push(c),
+            Err(e) => eprintln!("warning: cannot write {}: {e}", c.view.file),
+        }
+    }
+    report.charts = written.iter().map(|c| c.view.clone()).collect();
+    written
+}
+
+/// Renders report.md and report.html (the plan's or the built-in templates), draws
+/// the charts, writes summary.csv and metrics.prom into `dir`, prints the markdown,
+/// and appends it to $GITHUB_STEP_SUMMARY when that is set.
 pub fn write_reports(
     dir: &Path,
     report: &ReportView,
@@ -409,28 +470,42 @@ pub fn write_reports(
     settings: &RunSettings,
     plan_dir: &Path,
 ) -> Exit {
-    let (name, source) = match &settings.template {
-        Some(p) => {
-            let p = if p.is_absolute() || p.exists() {
-                p.clone()
-            } else {
-                plan_dir.join(p)
-            };
-            match std::fs::read_to_string(&p) {
-                Ok(s) => (p.display().to_string(), s),
-                Err(e) => {
-                    eprintln!("error: cannot read template {}: {e}", p.display());
-                    return Exit::BadPlan;
-                }
-            }
+    let sources = template_source(
+        settings.template.as_ref(),
+        plan_dir,
+        ("report.md.j2", crate::report::REPORT_MD),
+    )
+    .and_then(|md| {
+        template_source(
+            settings.html_template.as_ref(),
+            plan_dir,
+            ("report.html.j2", crate::report::REPORT_HTML),
+        )
+        .map(|html| (md, html))
+    });
+    let ((name, source), (html_name, html_source)) = match sources {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::BadPlan;
         }
-        None => (
-            "report.md.j2".to_string(),
-            crate::report::REPORT_MD.to_string(),
-        ),
     };
+    let mut report = report.clone();
+    let charts = write_charts(dir, &mut report, rows, settings);
+    let report = &report;
     let md = match crate::report::render(&name, &source, report) {
         Ok(md) => md,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::BadPlan;
+        }
+    };
+    let svgs: std::collections::BTreeMap<&str, &str> = charts
+        .iter()
+        .map(|c| (c.view.file.as_str(), c.svg.as_str()))
+        .collect();
+    let html = match crate::report::render_html(&html_name, &html_source, report, &svgs) {
+        Ok(h) => h,
         Err(e) => {
             eprintln!("error: {e}");
             return Exit::BadPlan;
@@ -446,6 +521,7 @@ pub fn write_reports(
     let prom = crate::report::openmetrics::openmetrics(rows, &report.cases);
     for (file, bytes) in [
         ("report.md", md.as_bytes()),
+        ("report.html", html.as_bytes()),
         ("summary.csv", csv.as_bytes()),
         ("metrics.prom", prom.as_bytes()),
     ] {

@@ -384,7 +384,7 @@ fn metrics_at(results: &Map<String, Value>, outcome: &Outcome) -> Value {
 }
 
 /// Runs every search of the plan. Returns the exit code.
-pub fn run(planned: &Planned, results_dir: Option<&Path>) -> Exit {
+pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit {
     let Some(opt) = planned.plan.optimize.clone() else {
         eprintln!("error: the plan has no [optimize] block");
         return Exit::BadPlan;
@@ -519,6 +519,29 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>) -> Exit {
             });
             let mut report = report;
             whole_numbers(&mut report);
+            // The search's probes as a chart beside the report (report.md links it).
+            let knob = serde_json::to_value(opt.search)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| "value".into());
+            let chart = charts
+                .then(|| {
+                    crate::report::charts::search::draw(
+                        &case.id,
+                        &knob,
+                        &outcome.history,
+                        outcome.answer,
+                    )
+                })
+                .flatten()
+                .filter(|c| {
+                    let path = root.join(&c.view.file);
+                    std::fs::create_dir_all(root.join("charts"))
+                        .and_then(|()| write_atomic(&path, c.svg.as_bytes()))
+                        .inspect_err(|e| eprintln!("warning: cannot write {}: {e}", path.display()))
+                        .is_ok()
+                });
+            report["chart"] = json!(chart.map(|c| c.view.file));
             if let Err(e) = write_atomic(&dir.join("optimization_report.json"), &json_bytes(&report)) {
                 eprintln!("error: cannot write the report: {e}");
                 return Exit::Runtime;

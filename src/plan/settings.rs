@@ -72,6 +72,11 @@ pub struct Report {
     /// A minijinja template replacing the built-in report.md.j2 (relative to the plan).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub template: Option<PathBuf>,
+    /// A minijinja template replacing the built-in report.html.j2 (relative to the plan).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub html_template: Option<PathBuf>,
+    /// Draw SVG charts into the run folder's charts/ (linked from report.md, inline in report.html).
+    pub charts: bool,
     /// A previous run directory to compare against.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<PathBuf>,
@@ -90,6 +95,8 @@ impl Default for Report {
         Report {
             formats: vec![ReportFormat::Md, ReportFormat::Csv],
             template: None,
+            html_template: None,
+            charts: true,
             baseline: None,
             regression_threshold: Percent(0.05),
             thresholds: IndexMap::new(),

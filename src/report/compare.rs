@@ -163,6 +163,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
     let c = load_results(cand)?;
     let mut rows = Vec::new();
     let mut unmatched = Vec::new();
+    let mut cache_warnings = Vec::new();
     // Two result files compare with each other, whatever their case ids.
     let single = base.is_file() && cand.is_file();
     for (id, cr) in &c {
@@ -178,6 +179,9 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
             unmatched.push(id.clone());
             continue;
         };
+        if let Some(w) = prefix_cache_warning(id, br, cr) {
+            cache_warnings.push(w);
+        }
         for (k, cv) in cr {
             let better = if HIGHER_BETTER.contains(&k.as_str()) {
                 "higher"
@@ -228,6 +232,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
             base.display()
         ));
     }
+    warnings.extend(cache_warnings);
     if !unmatched.is_empty() && unmatched.len() == c.len() {
         warnings.push(format!(
             "no case of this run has a counterpart in the baseline {}",
@@ -242,6 +247,34 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
         unmatched,
         unmatched_fail,
         warnings,
+    })
+}
+
+/// The server's prefix-cache hit rate of a result, in percent, when it was scraped.
+fn prefix_hit_pct(r: &Map<String, Value>) -> Option<f64> {
+    r.get("benchplan")?
+        .get("server_metrics")?
+        .get("prefix_cache_hit_rate_pct")?
+        .as_f64()
+}
+
+/// Hit rates more than this many points apart make latencies incomparable.
+pub const PREFIX_HIT_GAP_POINTS: f64 = 10.0;
+
+/// A warning when the two runs of a case found the server's prefix cache in very
+/// different states: a warm cache makes a candidate look faster than it is.
+fn prefix_cache_warning(
+    id: &str,
+    base: &Map<String, Value>,
+    cand: &Map<String, Value>,
+) -> Option<String> {
+    let (b, c) = (prefix_hit_pct(base)?, prefix_hit_pct(cand)?);
+    ((b - c).abs() > PREFIX_HIT_GAP_POINTS).then(|| {
+        format!(
+            "case {id}: the server's prefix-cache hit rate was {c:.1}% in this run and {b:.1}% in the baseline ({:.1} points apart); its latencies measure a {} cache, not only the change",
+            (b - c).abs(),
+            if c > b { "warmer" } else { "colder" }
+        )
     })
 }
 
@@ -282,6 +315,30 @@ pub fn markdown(c: &Comparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with_hits(pct: Option<f64>) -> Map<String, Value> {
+        let v = serde_json::json!({"benchplan": {"server_metrics": {"prefix_cache_hit_rate_pct": pct}}});
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn prefix_hit_rates_more_than_ten_points_apart_are_a_warning() {
+        let w = prefix_cache_warning("c1", &with_hits(Some(20.0)), &with_hits(Some(45.0))).unwrap();
+        assert!(
+            w.contains("45.0%") && w.contains("20.0%") && w.contains("warmer"),
+            "{w}"
+        );
+        assert!(
+            prefix_cache_warning("c1", &with_hits(Some(20.0)), &with_hits(Some(30.0))).is_none()
+        );
+        assert!(
+            prefix_cache_warning("c1", &with_hits(Some(31.0)), &with_hits(Some(20.0)))
+                .unwrap()
+                .contains("colder")
+        );
+        assert!(prefix_cache_warning("c1", &with_hits(None), &with_hits(Some(90.0))).is_none());
+        assert!(prefix_cache_warning("c1", &Map::new(), &with_hits(Some(90.0))).is_none());
+    }
 
     #[test]
     fn latency_keys_and_slugs() {

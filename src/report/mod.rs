@@ -1,5 +1,5 @@
 //! Reports: one typed view model built from a run's results, rendered by minijinja
-//! templates (markdown) and written as CSV. Every format reads the same view model.
+//! templates (markdown and HTML, with SVG charts) and written as CSV. Every format reads the same view model.
 
 pub mod charts;
 pub mod compare;
@@ -12,6 +12,8 @@ use minijinja::Environment;
 
 /// The built-in report template, embedded at build time.
 pub const REPORT_MD: &str = include_str!("../../templates/report.md.j2");
+/// The built-in HTML report: one self-contained file, charts inline.
+pub const REPORT_HTML: &str = include_str!("../../templates/report.html.j2");
 /// The built-in report of SLO searches.
 pub const OPTIMIZE_MD: &str = include_str!("../../templates/optimize.md.j2");
 
@@ -30,6 +32,27 @@ pub fn render<T: serde::Serialize>(
         .map_err(|e| describe(&e))?;
     let t = env.get_template(template_name).map_err(|e| describe(&e))?;
     t.render(minijinja::context! { r => value })
+        .map_err(|e| describe(&e))
+}
+
+/// Renders an HTML template over the view model `r` and the charts' SVG text `svg`
+/// (by file, such as `svg["charts/throughput_vs_ttft.svg"]`). Everything but what a
+/// template marks `| safe` is HTML-escaped, whatever the template's file name.
+pub fn render_html<T: serde::Serialize>(
+    template_name: &str,
+    source: &str,
+    value: &T,
+    svg: &std::collections::BTreeMap<&str, &str>,
+) -> Result<String, String> {
+    let mut env = Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
+    env.add_filter("num", num);
+    env.add_template(template_name, source)
+        .map_err(|e| describe(&e))?;
+    let t = env.get_template(template_name).map_err(|e| describe(&e))?;
+    t.render(minijinja::context! { r => value, svg => svg })
         .map_err(|e| describe(&e))
 }
 

@@ -40,6 +40,9 @@ pub struct CaseView {
     pub itl_p99: Option<f64>,
     pub e2el_p99: Option<f64>,
     pub success_pct: Option<f64>,
+    /// The server's prefix-cache hits over queried prompt tokens during the case, in
+    /// percent (from its `/metrics`; None when it does not report both).
+    pub prefix_hit_pct: Option<f64>,
     /// `http_500: 3, timeout: 1`, empty when nothing failed.
     pub errors: String,
     /// Successful streams that ended without `[DONE]` (the server closed them early;
@@ -162,6 +165,8 @@ pub struct ReportView {
     pub slo_failures: usize,
     /// The comparison with the plan's baseline, when there is one.
     pub comparison: Option<super::compare::Comparison>,
+    /// The charts drawn into the run folder's `charts/` (none with `--no-charts`).
+    pub charts: Vec<super::charts::ChartView>,
 }
 
 fn num(r: &Map<String, Value>, key: &str) -> Option<f64> {
@@ -197,6 +202,7 @@ pub fn case_view(
         itl_p99: None,
         e2el_p99: None,
         success_pct: None,
+        prefix_hit_pct: None,
         errors: String::new(),
         streams_without_done: 0,
         verdicts: Vec::new(),
@@ -238,6 +244,10 @@ pub fn case_view(
         .and_then(Value::as_f64)
         .or_else(|| (total > 0).then(|| v.completed as f64 / total as f64 * 100.0));
     if let Some(b) = b {
+        v.prefix_hit_pct = b
+            .get("server_metrics")
+            .and_then(|m| m.get("prefix_cache_hit_rate_pct"))
+            .and_then(Value::as_f64);
         v.streams_without_done = b
             .get("streams_without_done")
             .and_then(Value::as_u64)

@@ -16,6 +16,7 @@ mod optimize;
 mod parity;
 mod plans;
 mod props;
+mod reports;
 mod run_plan;
 mod server_metrics;
 mod shards;

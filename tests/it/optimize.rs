@@ -54,6 +54,27 @@ fn search(name: &str, plan: &str) -> Value {
         .to_string();
     assert!(archived(&file), "{file} archived");
     assert!(opt.join("report.md").is_file());
+    // The search history as a chart: one marker per probe, linked from report.md.
+    let chart = report["chart"].as_str().expect("a search chart");
+    let md = std::fs::read_to_string(opt.join("report.md")).unwrap();
+    assert!(
+        md.contains(&format!("]({chart})")),
+        "report.md links {chart}"
+    );
+    let svg = std::fs::read_to_string(opt.join(chart)).unwrap();
+    let doc = roxmltree::Document::parse(&svg).expect("the chart is XML");
+    let steps = report["exploration_history"].as_array().unwrap();
+    let markers: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.tag_name().name() == "circle")
+        .collect();
+    assert_eq!(markers.len(), steps.len(), "one marker per probe");
+    let fails = markers
+        .iter()
+        .filter(|m| m.attribute("fill") == Some("#D55E00"))
+        .count();
+    let failed_steps = steps.iter().filter(|s| s["slo_pass"] == false).count();
+    assert_eq!(fails, failed_steps, "failed probes drawn as failed");
     let runs = report["runs"].as_u64().unwrap();
     eprintln!(
         "{name}: answer {answer} in {runs} runs, {:.1} s",

@@ -738,6 +738,11 @@ fn probe_describes_a_service() {
 fn redact(md: &str) -> String {
     let mut out = String::with_capacity(md.len());
     for line in md.lines() {
+        // A case gets a server chart only when enough scrapes fell inside it, which
+        // depends on how fast this machine ran it.
+        if line.starts_with("![Server during ") {
+            continue;
+        }
         let line = if line.starts_with("Run ") {
             "Run [time] to [time] with benchplan [version].".to_string()
         } else if line.contains("/benchplan run") || line.contains("benchplan run ") {

@@ -1,0 +1,440 @@
+//! The pictures of a run: SVG charts (each one well-formed XML with one data point
+//! per case per series) and the self-contained report.html, opened in headless
+//! Chromium with a proxy that must never be contacted.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::support::{batch_dir, benchplan, read_json, stderr};
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("benchplan-rep-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Two services, a three-point concurrency sweep each, scraped every 20 ms.
+const SWEEP: &str = r#"
+name = "sweep"
+description = "a <three-case> sweep & two services"
+
+[services.a]
+sim = { preset = "fast", itl = "4ms" }
+
+[services.b]
+sim = { preset = "fast", itl = "6ms" }
+
+[defaults]
+backend = "openai"
+dataset = { name = "random", input_len = 32, output_len = 24 }
+ignore_eos = true
+num_prompts = 12
+server_metrics = { scrape_interval = "20ms" }
+
+[matrix]
+max_concurrency = [1, 2, 4]
+
+[slo]
+p99_ttft = "<= 5s"
+"#;
+
+/// Runs the sweep once for every test of this module that reads it.
+fn sweep() -> &'static Path {
+    static RUN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    RUN.get_or_init(|| {
+        let dir = temp("sweep");
+        std::fs::write(dir.join("plan.toml"), SWEEP).unwrap();
+        let results = dir.join("r");
+        let out = benchplan(&[
+            "run",
+            dir.join("plan.toml").to_str().unwrap(),
+            "--results-dir",
+            results.to_str().unwrap(),
+            "--quiet",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        batch_dir(&results)
+    })
+}
+
+fn case_ids(run: &Path) -> Vec<(String, String)> {
+    read_json(&run.join("manifest.json"))["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap().to_string(),
+                c["service"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn parse_svg(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc = roxmltree::Document::parse(&text)
+        .unwrap_or_else(|e| panic!("{} is not XML: {e}", path.display()));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    text
+}
+
+fn elements<'a>(doc: &'a roxmltree::Document<'a>, tag: &str) -> Vec<roxmltree::Node<'a, 'a>> {
+    doc.descendants()
+        .filter(|n| n.tag_name().name() == tag)
+        .collect()
+}
+
+#[test]
+fn every_chart_is_svg_with_one_point_per_case_per_series() {
+    let run = sweep();
+    let cases = case_ids(run);
+    assert_eq!(cases.len(), 6);
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    let charts = run.join("charts");
+    // The throughput–latency curves: per service a P50 and a P99 series, each with one
+    // marker per case of the service, labelled by its concurrency.
+    for metric in ["ttft", "tpot"] {
+        let file = format!("charts/throughput_vs_{metric}.svg");
+        assert!(
+            report.contains(&format!("]({file})")),
+            "report.md links {file}"
+        );
+        let text = parse_svg(&run.join(&file));
+        let doc = roxmltree::Document::parse(&text).unwrap();
+        let circles = elements(&doc, "circle");
+        let mut by_colour: std::collections::BTreeMap<String, usize> = Default::default();
+        for c in &circles {
+            *by_colour
+                .entry(c.attribute("fill").unwrap().to_string())
+                .or_default() += 1;
+        }
+        assert_eq!(by_colour.len(), 2, "one colour per service: {by_colour:?}");
+        assert!(by_colour.values().all(|n| *n == 3 * 2), "{by_colour:?}");
+        let texts: Vec<String> = elements(&doc, "text")
+            .iter()
+            .filter_map(|t| t.text().map(|t| t.trim().to_string()))
+            .collect();
+        for label in ["c=1", "c=2", "c=4"] {
+            assert_eq!(
+                texts.iter().filter(|t| *t == label).count(),
+                2,
+                "{label} once per service"
+            );
+        }
+        for svc in ["a", "b"] {
+            for p in ["P50", "P99"] {
+                assert!(
+                    texts.contains(&format!("{svc} {p}")),
+                    "legend {svc} {p}: {texts:?}"
+                );
+            }
+        }
+    }
+    // Distributions: per service and metric one CDF line per case (201 quantiles).
+    for svc in ["a", "b"] {
+        for metric in ["ttft", "itl"] {
+            let file = format!("charts/{metric}_cdf_{svc}.svg");
+            assert!(report.contains(&file), "{file}");
+            let text = parse_svg(&run.join(&file));
+            let doc = roxmltree::Document::parse(&text).unwrap();
+            let curves = elements(&doc, "polyline")
+                .into_iter()
+                .filter(|p| p.attribute("points").unwrap().split_whitespace().count() > 100)
+                .count();
+            assert_eq!(curves, 3, "{file}");
+            let texts: Vec<&str> = elements(&doc, "text")
+                .iter()
+                .filter_map(|t| t.text().map(str::trim))
+                .collect();
+            for (id, s) in &cases {
+                assert_eq!(texts.contains(&id.as_str()), s == svc, "{file} legend {id}");
+            }
+        }
+    }
+    // The server over each case: running and waiting, then KV-cache use, one point per scrape.
+    for (id, _) in &cases {
+        let file = format!("charts/server_{id}.svg");
+        assert!(report.contains(&file), "{file}");
+        let text = parse_svg(&run.join(&file));
+        let doc = roxmltree::Document::parse(&text).unwrap();
+        let scrapes = read_json(&run.join(format!("{id}.json")))["benchplan"]["server_metrics"]["series"]["t"]
+            .as_array()
+            .unwrap()
+            .len();
+        assert!(scrapes >= 2, "{id}: {scrapes} scrapes");
+        let series = elements(&doc, "polyline")
+            .into_iter()
+            .filter(|p| p.attribute("points").unwrap().split_whitespace().count() == scrapes)
+            .count();
+        assert_eq!(series, 3, "{file}: running, waiting and KV usage");
+    }
+    let listed = std::fs::read_dir(&charts).unwrap().count();
+    assert_eq!(
+        listed,
+        2 + 4 + 6,
+        "{:?}",
+        std::fs::read_dir(&charts).unwrap().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn no_charts_draws_none_and_one_case_draws_no_curve() {
+    let dir = temp("one");
+    let plan = SWEEP
+        .replace("max_concurrency = [1, 2, 4]", "max_concurrency = [2]")
+        .replace(
+            "[services.b]\nsim = { preset = \"fast\", itl = \"6ms\" }\n",
+            "",
+        );
+    std::fs::write(dir.join("plan.toml"), &plan).unwrap();
+    let run = |results: &str, extra: &[&str]| {
+        let r = dir.join(results);
+        let mut args = vec![
+            "run",
+            dir.join("plan.toml").to_str().unwrap().to_string().leak() as &str,
+        ];
+        args.extend([
+            "--results-dir",
+            r.to_str().unwrap().to_string().leak(),
+            "--quiet",
+        ]);
+        args.extend(extra);
+        let out = benchplan(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        batch_dir(&r)
+    };
+    let one = run("r1", &[]);
+    let mut files: Vec<String> = std::fs::read_dir(one.join("charts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert!(
+        !files.iter().any(|f| f.starts_with("throughput_vs")),
+        "{files:?}"
+    );
+    assert!(files.contains(&"ttft_cdf_a.svg".to_string()), "{files:?}");
+    let none = run("r2", &["--no-charts"]);
+    assert!(!none.join("charts").exists());
+    let md = std::fs::read_to_string(none.join("report.md")).unwrap();
+    assert!(!md.contains("## Charts") && !md.contains(".svg"), "{md}");
+    assert!(none.join("report.html").is_file());
+}
+
+/// Chromium, if this machine has it.
+fn chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|d| d.join(name))
+                    .find(|p| p.is_file())
+            })
+        })
+}
+
+/// A proxy standing in for the whole network: records the host of every request
+/// sent through it (a `CONNECT host:443` or a `GET http://host/…`) and answers none.
+fn trap() -> (u16, Arc<Mutex<Vec<String>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let hosts = Arc::new(Mutex::new(Vec::new()));
+    let h = hosts.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+            let mut buf = [0u8; 2048];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let text = String::from_utf8_lossy(&buf[..n]);
+            let target = text.split_whitespace().nth(1).unwrap_or("?");
+            let host = target
+                .trim_start_matches("http://")
+                .trim_start_matches("https://")
+                .split(['/', ':'])
+                .next()
+                .unwrap_or("?")
+                .to_string();
+            h.lock().unwrap().push(host);
+            // Dropped unanswered: the browser sees a failed load.
+        }
+    });
+    (port, hosts)
+}
+
+/// The hosts contacted since the last call.
+fn take(hosts: &Mutex<Vec<String>>) -> std::collections::BTreeSet<String> {
+    std::mem::take(&mut *hosts.lock().unwrap())
+        .into_iter()
+        .collect()
+}
+
+/// The page's DOM after Chromium loaded it, every request sent to `proxy`.
+fn dump_dom(chrome: &Path, page: &Path, proxy: u16, profile: &Path) -> String {
+    let mut child = Command::new(chrome)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-default-apps",
+            "--disable-extensions",
+            "--disable-client-side-phishing-detection",
+            "--disable-domain-reliability",
+            "--no-pings",
+            "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,Translate,MediaRouter,AutofillServerCommunication,CertificateTransparencyComponentUpdater",
+            "--virtual-time-budget=3000",
+            &format!("--proxy-server=http://127.0.0.1:{proxy}"),
+            // Loopback bypasses proxies by default; the trap must see those too.
+            "--proxy-bypass-list=<-loopback>",
+            &format!("--user-data-dir={}", profile.display()),
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", page.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("chromium starts");
+    let mut out = String::new();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    // Bounded: a browser that hangs fails the test instead of the suite.
+    for _ in 0..600 {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    reader.join().unwrap()
+}
+
+#[test]
+fn report_html_opens_in_headless_chromium_with_every_table_and_chart_and_no_request() {
+    let Some(chrome) = chromium() else {
+        eprintln!(
+            "SKIPPED report_html_opens_in_headless_chromium: no chromium on PATH (Debian: apt-get install chromium chromium-driver; .ci/run installs it)"
+        );
+        return;
+    };
+    let run = sweep();
+    let dir = temp("chromium");
+    let (port, hosts) = trap();
+    // Chromium contacts a few of its own services (sign-in, google.com) whatever the
+    // page: an empty page shows which, so they are not blamed on the report.
+    let empty = dir.join("empty.html");
+    std::fs::write(&empty, "<!DOCTYPE html><html><body></body></html>").unwrap();
+    let _ = dump_dom(&chrome, &empty, port, &dir.join("profile-empty"));
+    std::thread::sleep(Duration::from_millis(300));
+    let own = take(&hosts);
+    // The positive control: a page with an external image must reach the trap, or
+    // the check below could not see a request if there were one.
+    let control = dir.join("control.html");
+    std::fs::write(
+        &control,
+        "<!DOCTYPE html><html><body><img src=\"http://assets.example.com/x.png\"></body></html>",
+    )
+    .unwrap();
+    let dom = dump_dom(&chrome, &control, port, &dir.join("profile-control"));
+    assert!(
+        dom.contains("<img"),
+        "chromium rendered the control page: {dom}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let seen = take(&hosts);
+    assert!(
+        seen.contains("assets.example.com"),
+        "the control's image reached the trap: {seen:?}"
+    );
+
+    let html = run.join("report.html");
+    let dom = dump_dom(&chrome, &html, port, &dir.join("profile-report"));
+    std::thread::sleep(Duration::from_millis(300));
+    let seen = take(&hosts);
+    // Chromium's own services live on google.com (a page's fonts would come from
+    // googleapis.com or gstatic.com, which count).
+    let foreign: Vec<&String> = seen
+        .difference(&own)
+        .filter(|h| *h != "google.com" && !h.ends_with(".google.com"))
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "report.html made requests to {foreign:?} (Chromium's own: {own:?})"
+    );
+    assert!(
+        dom.contains("Benchmark report: sweep"),
+        "{}",
+        &dom[..dom.len().min(2000)]
+    );
+    // The plan's text is escaped, not markup.
+    assert!(
+        dom.contains("a &lt;three-case&gt; sweep &amp; two services"),
+        "escaped description"
+    );
+    assert_eq!(
+        dom.matches("<tr class=\"case\">").count(),
+        6,
+        "a results row per case"
+    );
+    assert!(dom.contains("id=\"slos\""), "the SLO table");
+    let charts = std::fs::read_dir(run.join("charts")).unwrap().count();
+    assert_eq!(dom.matches("<figure class=\"chart\"").count(), charts);
+    assert_eq!(dom.matches("<svg").count(), charts, "every chart inline");
+    // Nothing to fetch: no script, no link, no source outside the file.
+    for bad in [
+        "<script",
+        "<link",
+        "src=\"http",
+        "href=\"http",
+        "url(http",
+        "@import",
+    ] {
+        assert!(!dom.contains(bad), "report.html has {bad}");
+    }
+}
+
+#[test]
+fn the_readme_shows_a_chart_the_quickstart_drew() {
+    // Redrawn by scripts/readme-charts.sh from a quickstart run: its sweep's points.
+    let readme = std::fs::read_to_string(crate::support::repo().join("README.md")).unwrap();
+    let file = "examples/quickstart/throughput_vs_ttft.svg";
+    assert!(
+        readme.contains(&format!("]({file})")),
+        "README shows {file}"
+    );
+    let text = parse_svg(&crate::support::repo().join(file));
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let plan =
+        std::fs::read_to_string(crate::support::repo().join("plans/quickstart.toml")).unwrap();
+    assert!(
+        plan.contains("max_concurrency = [1, 4, 16]"),
+        "the chart's sweep"
+    );
+    assert_eq!(
+        elements(&doc, "circle").len(),
+        3 * 2,
+        "P50 and P99 of three cases"
+    );
+    let texts: Vec<&str> = elements(&doc, "text")
+        .iter()
+        .filter_map(|t| t.text().map(str::trim))
+        .collect();
+    for label in ["c=1", "c=4", "c=16", "sim P50", "sim P99"] {
+        assert!(texts.contains(&label), "{label} in {texts:?}");
+    }
+}

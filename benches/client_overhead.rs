@@ -326,6 +326,11 @@ fn floor(sim: &SimProcess, streams: usize, output: u64) {
         sim.host_port(),
         body.len()
     );
+    // Measured from before the connects to after the closes: a client opens and closes
+    // its connections inside the run too, so the floor pays for the same sockets.
+    let (user0, sys0) = own_cpu();
+    let steal0 = steal_and_total_ticks();
+    let start = std::time::Instant::now();
     let mut socks: Vec<std::net::TcpStream> = (0..streams)
         .map(|_| std::net::TcpStream::connect(sim.host_port()).unwrap())
         .collect();
@@ -354,9 +359,6 @@ fn floor(sim: &SimProcess, streams: usize, output: u64) {
         };
         unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, s.as_raw_fd(), &mut ev) };
     }
-    let (user0, sys0) = own_cpu();
-    let steal0 = steal_and_total_ticks();
-    let start = std::time::Instant::now();
     for s in &mut socks {
         s.write_all(request.as_bytes()).unwrap();
     }
@@ -385,7 +387,7 @@ fn floor(sim: &SimProcess, streams: usize, output: u64) {
                     Ok(k) => {
                         reads += 1;
                         bytes += k as u64;
-                        frames += buf[..k].windows(2).filter(|w| w == b"\n\n").count() as u64;
+                        frames += memchr::memmem::find_iter(&buf[..k], b"\n\n").count() as u64;
                         if k < buf.len() && !closing {
                             break; // drained: the next segment brings a new edge
                         }
@@ -396,6 +398,7 @@ fn floor(sim: &SimProcess, streams: usize, output: u64) {
             }
         }
     }
+    drop(socks);
     let wall = start.elapsed().as_secs_f64();
     let (user1, sys1) = own_cpu();
     let steal = steal_percent(steal0, steal_and_total_ticks());
@@ -410,7 +413,63 @@ fn floor(sim: &SimProcess, streams: usize, output: u64) {
     unsafe { libc::close(ep) };
 }
 
+/// The user-space read path alone, no network: vLLM-shaped SSE frames (completions and
+/// chat, one frame per read as on a paced stream) through the SSE parser and the chunk
+/// reader, against the same frames read with serde's full parse. Deterministic where
+/// the stream rows move with the host's scheduling, so it shows what a parsing change
+/// buys on its own.
+fn parse_row() {
+    use benchplan::client::chunk::{self, Api};
+    use benchplan::client::sse::SseParser;
+    let frames: Vec<(Api, Vec<u8>)> = (0..1000)
+        .map(|i| {
+            if i % 2 == 0 {
+                (Api::Completions, format!(
+                    "data: {{\"id\":\"cmpl-{i}\",\"object\":\"text_completion\",\"created\":1733300000,\"model\":\"Qwen/Qwen2.5-0.5B-Instruct\",\"choices\":[{{\"index\":0,\"text\":\" tok{i}\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}}],\"usage\":null}}\n\n"
+                ))
+            } else {
+                (Api::Chat, format!(
+                    "data: {{\"id\":\"chatcmpl-{i}\",\"object\":\"chat.completion.chunk\",\"created\":1733300000,\"model\":\"Qwen/Qwen2.5-0.5B-Instruct\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\" tok{i}\"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
+                ))
+            }
+        })
+        .map(|(api, f)| (api, f.into_bytes()))
+        .collect();
+    let rounds = 2000;
+    let time = |full: bool| {
+        let mut parser = SseParser::new();
+        let mut text_bytes = 0usize;
+        let t = std::time::Instant::now();
+        for _ in 0..rounds {
+            for (api, f) in &frames {
+                parser
+                    .feed(f, &mut |ev| {
+                        let c = if full {
+                            chunk::full_parse(ev.data)
+                        } else {
+                            chunk::parse(ev.data)
+                        };
+                        text_bytes += c.unwrap().token(*api).map_or(0, str::len);
+                    })
+                    .unwrap();
+            }
+        }
+        let ns = t.elapsed().as_secs_f64() * 1e9 / (rounds * frames.len()) as f64;
+        (ns, std::hint::black_box(text_bytes))
+    };
+    let (serde_ns, a) = time(true);
+    let (ns, b) = time(false);
+    assert_eq!(a, b, "both readers read the same text");
+    println!(
+        "{:<17} SSE framing + chunk read {ns:.0} ns/chunk (with serde's full parse instead: {serde_ns:.0} ns/chunk)",
+        "parse"
+    );
+}
+
 fn run_one(name: &str) {
+    if name == "parse" {
+        return parse_row();
+    }
     // `<scenario>-floor` reads the scenario's streams with a bare epoll loop instead.
     if let Some(base) = name.strip_suffix("-floor") {
         let (sim_args, streams, _, output, _) = scenario(base).expect("a known scenario");
@@ -514,6 +573,7 @@ fn main() {
     }
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     for name in [
+        "parse",
         "fast-1",
         "fast-100",
         "fast-500",
@@ -526,6 +586,7 @@ fn main() {
         "paced-1000",
         "paced-500+reqwest",
         "paced-500@pinned",
+        "paced-1000@pinned",
         "paced-1-floor",
         "paced-100-floor",
         "paced-500-floor",

@@ -87,9 +87,16 @@ pub fn slo(data: &[u8]) {
     let _ = crate::slo::Slo::from_seed(text);
 }
 
-/// The stream chunk reader on arbitrary JSON.
+/// The stream chunk reader on arbitrary JSON; its fast path never disagrees with the
+/// full parse.
 pub fn chunk(data: &[u8]) {
+    let full = crate::client::chunk::full_parse(data);
     if let Ok(c) = crate::client::chunk::parse(data) {
+        assert_eq!(
+            full.as_ref().ok(),
+            Some(&c),
+            "the chunk scan disagrees with serde"
+        );
         let _ = c.token(crate::client::chunk::Api::Chat);
         let _ = c.token(crate::client::chunk::Api::Completions);
     }

@@ -17,7 +17,7 @@ use std::fmt;
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct Chunk<'a> {
     #[serde(borrow, default)]
     pub choices: FirstChoice<'a>,
@@ -31,13 +31,13 @@ pub struct Chunk<'a> {
 }
 
 /// `choices`: whether it was non-empty, and its first element.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct FirstChoice<'a> {
     pub present: bool,
     pub first: Option<Choice<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct Choice<'a> {
     /// Completions text.
     #[serde(borrow, default)]
@@ -47,7 +47,7 @@ pub struct Choice<'a> {
     pub delta: Option<Delta<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct Delta<'a> {
     #[serde(borrow, default)]
     pub content: Option<Cow<'a, str>>,
@@ -66,7 +66,7 @@ pub struct Delta<'a> {
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Truthy(pub bool);
 
-#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
 pub struct Usage {
     #[serde(default)]
     pub prompt_tokens: Option<u64>,
@@ -76,14 +76,14 @@ pub struct Usage {
     pub prompt_tokens_details: Option<PromptDetails>,
 }
 
-#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
 pub struct PromptDetails {
     #[serde(default)]
     pub cached_tokens: Option<u64>,
 }
 
 /// The server's own view of the request, in milliseconds.
-#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
 pub struct ServerTimes {
     #[serde(default)]
     pub queue_time_ms: Option<f64>,
@@ -194,8 +194,17 @@ impl<'de: 'a, 'a> Deserialize<'de> for FirstChoice<'a> {
     }
 }
 
-/// Parses one `data:` payload.
+/// Parses one `data:` payload: the byte scan of [`super::chunk_scan`] for the common
+/// shapes, the full parse for everything else (with the same answer either way).
 pub fn parse(data: &[u8]) -> Result<Chunk<'_>, serde_json::Error> {
+    match super::chunk_scan::scan(data) {
+        Some(c) => Ok(c),
+        None => full_parse(data),
+    }
+}
+
+/// The full parse: serde's, for any chunk.
+pub fn full_parse(data: &[u8]) -> Result<Chunk<'_>, serde_json::Error> {
     serde_json::from_slice(data)
 }
 

@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod chunk;
+mod chunk_scan;
 pub mod h1;
 pub mod http;
 pub mod request;

@@ -183,7 +183,7 @@ pub async fn send_input(
     extra: Option<HeaderMap>,
 ) -> Outcome {
     let body = build_body(target.backend, &target.model, input, params);
-    let mut o = send_with(target, body, request_id, extra).await;
+    let mut o = send_sized(target, body, request_id, extra, input.output_len).await;
     o.sample.input_sequences = input.input_sequences();
     o
 }
@@ -200,9 +200,29 @@ pub async fn send_with(
     request_id: Option<&str>,
     extra: Option<HeaderMap>,
 ) -> Outcome {
+    send_sized(target, body, request_id, extra, 0).await
+}
+
+/// Token events a stream's buffers are sized for up front; past it they grow as usual
+/// (a large `max_tokens` with short answers must not reserve memory it never uses).
+const RESERVED_TOKENS: u64 = 1024;
+
+/// [`send_with`] for an answer of about `expected_tokens`: the ITL samples and the
+/// text are sized for it once instead of growing while the stream is read.
+async fn send_sized(
+    target: &Target,
+    body: Vec<u8>,
+    request_id: Option<&str>,
+    extra: Option<HeaderMap>,
+    expected_tokens: u64,
+) -> Outcome {
+    let expect = expected_tokens.min(RESERVED_TOKENS) as usize;
     let mut out = Outcome {
         sample: Sample {
             input_sequences: 1,
+            itl: Vec::with_capacity(expect.saturating_sub(1)),
+            // Four bytes a token is about what English text takes.
+            text: String::with_capacity(expect * 4),
             ..Sample::default()
         },
         ..Outcome::default()
@@ -554,10 +574,23 @@ async fn read_stream(
     let mut start = Vec::new();
     let mut last_arrival = sent;
     let mut ended = false;
+    // One idle timer for the whole stream, moved only when it fires: a timer set and
+    // cancelled around every read cost more than the read's parsing (the profile in
+    // benches/client_overhead.rs). When it fires it looks at the last arrival and
+    // either fails the stream or re-arms for the rest of the idle period.
+    let mut quiet_since = Instant::now();
+    let idle = tokio::time::sleep(limits.idle);
+    tokio::pin!(idle);
     while st.failure.is_none() {
-        let next = match tokio::time::timeout(limits.idle, resp.next()).await {
-            Ok(n) => n,
-            Err(_) => {
+        let next = tokio::select! {
+            biased;
+            n = resp.next() => n,
+            _ = &mut idle => {
+                let deadline = quiet_since + limits.idle;
+                if Instant::now() < deadline {
+                    idle.as_mut().reset(deadline.into());
+                    continue;
+                }
                 st.failure = Some((
                     "idle_timeout",
                     format!(
@@ -585,6 +618,7 @@ async fn read_stream(
             }
         };
         last_arrival = now;
+        quiet_since = now;
         if start.len() < 200 {
             start.extend_from_slice(&bytes[..bytes.len().min(200 - start.len())]);
         }

@@ -150,36 +150,8 @@ impl<'a> Scan<'a> {
         self.ws();
         match self.peek()? {
             b'"' => self.string().map(drop),
-            b'{' => {
-                self.i += 1;
-                self.ws();
-                if self.peek()? == b'}' {
-                    self.i += 1;
-                    return Some(());
-                }
-                loop {
-                    self.string()?;
-                    self.eat(b':')?;
-                    self.skip(depth + 1)?;
-                    if self.end_or_comma(b'}')? {
-                        return Some(());
-                    }
-                }
-            }
-            b'[' => {
-                self.i += 1;
-                self.ws();
-                if self.peek()? == b']' {
-                    self.i += 1;
-                    return Some(());
-                }
-                loop {
-                    self.skip(depth + 1)?;
-                    if self.end_or_comma(b']')? {
-                        return Some(());
-                    }
-                }
-            }
+            b'{' => self.object(|s, _| s.skip(depth + 1)),
+            b'[' => self.array(|s| s.skip(depth + 1)),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
@@ -201,6 +173,22 @@ impl<'a> Scan<'a> {
             self.eat(b':')?;
             member(self, key)?;
             if self.end_or_comma(b'}')? {
+                return Some(());
+            }
+        }
+    }
+
+    /// The items of an array, each read by `item`.
+    fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            item(self)?;
+            if self.end_or_comma(b']')? {
                 return Some(());
             }
         }
@@ -248,17 +236,10 @@ impl<'a> Scan<'a> {
         let mut c = Chunk::default();
         let mut seen = [false; 4];
         self.object(|s, key| {
-            let slot = match key {
-                "choices" => 0,
-                "usage" => 1,
-                "error" => 2,
-                "metrics" => 3,
-                _ => return s.skip(1),
+            let Some(slot) = slot(&mut seen, &["choices", "usage", "error", "metrics"], key)?
+            else {
+                return s.skip(1);
             };
-            // A duplicate is an error for serde's derive: the full parse says so.
-            if std::mem::replace(&mut seen[slot], true) {
-                return None;
-            }
             if slot == 0 {
                 c.choices = s.choices()?;
                 Some(())
@@ -275,38 +256,33 @@ impl<'a> Scan<'a> {
         if self.null()? {
             return Some(FirstChoice::default());
         }
-        self.eat(b'[')?;
-        self.ws();
-        if self.peek()? == b']' {
-            self.i += 1;
-            return Some(FirstChoice::default());
-        }
-        let first = self.choice()?;
-        while !self.end_or_comma(b']')? {
-            self.skip(2)?;
-        }
+        // The first choice is read; the others are only checked.
+        let mut first = None;
+        self.array(|s| match first {
+            None => s.choice().map(|c| first = Some(c)),
+            Some(_) => s.skip(2),
+        })?;
         Some(FirstChoice {
-            present: true,
-            first: Some(first),
+            present: first.is_some(),
+            first,
         })
     }
 
     fn choice(&mut self) -> Option<Choice<'a>> {
         let mut c = Choice::default();
-        let (mut text, mut delta) = (false, false);
-        self.object(|s, key| match key {
-            "text" if !std::mem::replace(&mut text, true) => {
+        let mut seen = [false; 2];
+        self.object(|s, key| match slot(&mut seen, &["text", "delta"], key)? {
+            Some(0) => {
                 c.text = s.text()?;
                 Some(())
             }
-            "delta" if !std::mem::replace(&mut delta, true) => {
+            Some(_) => {
                 if !s.null()? {
                     c.delta = Some(s.delta()?);
                 }
                 Some(())
             }
-            "text" | "delta" => None,
-            _ => s.skip(3),
+            None => s.skip(3),
         })?;
         Some(c)
     }
@@ -314,18 +290,17 @@ impl<'a> Scan<'a> {
     fn delta(&mut self) -> Option<Delta<'a>> {
         let mut d = Delta::default();
         let mut seen = [false; 5];
+        const KEYS: [&str; 5] = [
+            "content",
+            "role",
+            "reasoning",
+            "tool_calls",
+            "function_call",
+        ];
         self.object(|s, key| {
-            let slot = match key {
-                "content" => 0,
-                "role" => 1,
-                "reasoning" => 2,
-                "tool_calls" => 3,
-                "function_call" => 4,
-                _ => return s.skip(4),
+            let Some(slot) = slot(&mut seen, &KEYS, key)? else {
+                return s.skip(4);
             };
-            if std::mem::replace(&mut seen[slot], true) {
-                return None;
-            }
             match slot {
                 0 => d.content = s.text()?,
                 1 => d.role = s.truthy()?,
@@ -336,6 +311,16 @@ impl<'a> Scan<'a> {
             Some(())
         })?;
         Some(d)
+    }
+}
+
+/// Which of `keys` `key` is: `Some(Some(i))` the first time it is seen, `Some(None)`
+/// for a key not in `keys`, and `None` for a duplicate, which serde's derive rejects,
+/// so the full parse must say so.
+fn slot(seen: &mut [bool], keys: &[&str], key: &str) -> Option<Option<usize>> {
+    match keys.iter().position(|k| *k == key) {
+        None => Some(None),
+        Some(i) => (!std::mem::replace(&mut seen[i], true)).then_some(Some(i)),
     }
 }
 

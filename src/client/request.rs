@@ -572,13 +572,13 @@ async fn read_stream(
     };
     // The first bytes of the body, kept for the message when no event arrives.
     let mut start = Vec::new();
-    let mut last_arrival = sent;
     let mut ended = false;
     // One idle timer for the whole stream, moved only when it fires: a timer set and
     // cancelled around every read cost more than the read's parsing (the profile in
     // benches/client_overhead.rs). When it fires it looks at the last arrival and
-    // either fails the stream or re-arms for the rest of the idle period.
-    let mut quiet_since = Instant::now();
+    // either fails the stream or re-arms for the rest of the idle period. The quiet
+    // period starts when reading starts; `finish` reads it only after bytes arrived.
+    let mut last_arrival = Instant::now();
     let idle = tokio::time::sleep(limits.idle);
     tokio::pin!(idle);
     while st.failure.is_none() {
@@ -586,7 +586,7 @@ async fn read_stream(
             biased;
             n = resp.next() => n,
             _ = &mut idle => {
-                let deadline = quiet_since + limits.idle;
+                let deadline = last_arrival + limits.idle;
                 if Instant::now() < deadline {
                     idle.as_mut().reset(deadline.into());
                     continue;
@@ -618,7 +618,6 @@ async fn read_stream(
             }
         };
         last_arrival = now;
-        quiet_since = now;
         if start.len() < 200 {
             start.extend_from_slice(&bytes[..bytes.len().min(200 - start.len())]);
         }

@@ -21,6 +21,32 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The full command: the derive's, with the `vllm bench serve` flags `bench`
+    /// refuses added (hidden) so they reach [`crate::commands::bench::refused`].
+    pub fn full_command() -> clap::Command {
+        use clap::CommandFactory;
+        Cli::command().mut_subcommand("bench", crate::commands::bench::refused::with_refused_flags)
+    }
+
+    /// Parses a command line; a refused `vllm bench serve` flag is a usage error that
+    /// says what to use instead.
+    pub fn parse_from_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::FromArgMatches;
+        let m = Cli::full_command().try_get_matches_from(args)?;
+        if let Some(("bench", b)) = m.subcommand() {
+            crate::commands::bench::refused::check(b).map_err(|msg| {
+                clap::Error::raw(clap::error::ErrorKind::ArgumentConflict, format!("{msg}\n"))
+            })?;
+        }
+        Cli::from_arg_matches(&m)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Parse and validate a plan; list every problem with file, line, key path and a fix.
@@ -149,6 +175,20 @@ pub enum Command {
     },
     /// Benchmark one case with `vllm bench serve`'s flags.
     Bench(Box<crate::commands::bench::BenchArgs>),
+    /// Write a commented starter plan (the simulator, or a server's first model) that validates as written.
+    Init(crate::commands::init::InitArgs),
+    /// Print a shell completion script, such as `benchplan completions bash > ~/.local/share/bash-completion/completions/benchplan`.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), or write one page per command into a folder.
+    Man {
+        /// Write benchplan.1 and benchplan-COMMAND.1 here instead of printing benchplan.1.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// How a plan is read: the file, its format, and overrides.
@@ -253,6 +293,29 @@ pub fn run(cli: Cli) -> Exit {
         }
         Command::Sim(args) => crate::sim::cli::run(&args),
         Command::Bench(args) => crate::commands::bench::run(&args),
+        Command::Init(args) => crate::commands::init::run(&args),
+        Command::Completions { shell } => {
+            // Into a buffer first: clap_complete panics on a closed pipe (`| head`).
+            let mut script = Vec::new();
+            // The derive's command: refused vLLM flags are not offered.
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "benchplan", &mut script);
+            match std::io::stdout().write_all(&script) {
+                Ok(()) => Exit::Ok,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Ok,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Exit::Runtime
+                }
+            }
+        }
+        Command::Man { dir } => match write_man(dir.as_deref()) {
+            Ok(()) => Exit::Ok,
+            Err(e) => {
+                eprintln!("error: {e}");
+                Exit::Runtime
+            }
+        },
         Command::Optimize {
             plan,
             results_dir,
@@ -404,6 +467,36 @@ pub fn run(cli: Cli) -> Exit {
             ))
         }),
     }
+}
+
+/// Man pages from the command line's own definitions (clap_mangen), so they never
+/// drift from `--help`.
+/// Prints benchplan.1, or writes it and one page per command into `dir`.
+fn write_man(dir: Option<&std::path::Path>) -> Result<(), String> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let Some(dir) = dir else {
+        let mut out = std::io::stdout().lock();
+        return clap_mangen::Man::new(cmd)
+            .render(&mut out)
+            .map_err(|e| e.to_string());
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let page = |cmd: clap::Command, name: String| -> Result<(), String> {
+        let mut buf = Vec::new();
+        // git's convention: the page of `benchplan bench` is benchplan-bench(1). A
+        // command's name is 'static in clap; one leaked string per page is the price.
+        let full: &'static str = Box::leak(name.clone().into_boxed_str());
+        clap_mangen::Man::new(cmd.name(full))
+            .render(&mut buf)
+            .map_err(|e| e.to_string())?;
+        let path = dir.join(format!("{name}.1"));
+        crate::results::write::write_atomic(&path, &buf)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    };
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        page(sub.clone(), format!("benchplan-{}", sub.get_name()))?;
+    }
+    page(cmd, "benchplan".into())
 }
 
 fn plural(n: usize) -> &'static str {

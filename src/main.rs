@@ -3,13 +3,11 @@
 use std::process::ExitCode;
 
 use benchplan::exit::Exit;
-use clap::Parser;
-
 fn main() -> ExitCode {
     // Before anything opens a socket: a high-concurrency case needs more than the
     // usual soft limit of open files.
     benchplan::load::fdlimit::raise();
-    let cli = match benchplan::cli::Cli::try_parse() {
+    let cli = match benchplan::cli::Cli::parse_from_args(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();

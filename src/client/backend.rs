@@ -37,6 +37,9 @@ pub struct RequestInput {
     pub output_len: u64,
     /// Send offset (seconds) from a trace, replacing the arrival schedule.
     pub arrival: Option<f64>,
+    /// The LoRA adapter this request names as its `model` (vLLM's `--lora-modules`),
+    /// instead of the service's model.
+    pub model: Option<std::sync::Arc<str>>,
 }
 
 impl RequestInput {
@@ -101,6 +104,7 @@ pub fn build_body(
     params: &CaseParams,
 ) -> Vec<u8> {
     let mut body = Map::new();
+    let model = input.model.as_deref().unwrap_or(model);
     body.insert("model".into(), Value::String(model.to_string()));
     match backend {
         Backend::Vllm | Backend::Openai => {
@@ -137,6 +141,24 @@ pub fn build_body(
             body.insert("messages".into(), messages);
             body.insert("max_completion_tokens".into(), json!(input.output_len));
             streaming(&mut body, params);
+        }
+        Backend::OpenaiResponses => {
+            // `input` is the prompt text, or the chat messages as they are (the
+            // Responses API takes chat-style message items).
+            let input_v = match &input.prompt {
+                Prompt::Messages(m) => m.clone(),
+                Prompt::Text(t) => Value::String(t.clone()),
+                Prompt::Batch(b) => Value::String(b.join(" ")),
+                Prompt::Rerank { query, documents } => {
+                    Value::String(format!("{query} {}", documents.join(" ")))
+                }
+            };
+            body.insert("input".into(), input_v);
+            body.insert("max_output_tokens".into(), json!(input.output_len));
+            streaming(&mut body, params);
+            // Responses streams always end with usage (on `response.completed`); the
+            // API has no stream_options.
+            body.remove("stream_options");
         }
         Backend::OpenaiEmbeddings => {
             let input_v = match &input.prompt {
@@ -230,6 +252,7 @@ mod tests {
 
     fn body(backend: Backend, params: &CaseParams) -> Value {
         let input = RequestInput {
+            model: None,
             prompt: Prompt::Text("hello".into()),
             prompt_len: 1,
             output_len: 8,
@@ -292,6 +315,7 @@ mod tests {
         assert_eq!(b["truncate_prompt_tokens"], -1);
         assert!(b.get("stream").is_none());
         let input = RequestInput {
+            model: None,
             prompt: Prompt::Rerank {
                 query: "q".into(),
                 documents: vec!["a".into(), "b".into()],

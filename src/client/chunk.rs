@@ -96,6 +96,8 @@ pub struct ServerTimes {
 pub enum Api {
     Completions,
     Chat,
+    /// The Responses API's typed events: read by `super::responses`, never as chunks.
+    Responses,
 }
 
 impl Chunk<'_> {
@@ -118,6 +120,7 @@ impl Chunk<'_> {
                     || (content == Some("") && !d.role.0);
                 output.then(|| content.unwrap_or(""))
             }
+            Api::Responses => None,
         }
     }
 }

@@ -7,5 +7,6 @@ mod chunk_scan;
 pub mod h1;
 pub mod http;
 pub mod request;
+pub mod responses;
 pub mod rx_time;
 pub mod sse;

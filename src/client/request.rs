@@ -439,6 +439,7 @@ async fn send_inner(
     }
     let api = match target.backend {
         Backend::OpenaiChat => Api::Chat,
+        Backend::OpenaiResponses => Api::Responses,
         _ => Api::Completions,
     };
     read_stream(resp, sent, api, target.limits, &mut out.sample).await;
@@ -499,10 +500,60 @@ struct Stream<'a> {
 }
 
 impl Stream<'_> {
+    /// A token event that arrived at `now`, adding `text` to the generated text.
+    fn token(&mut self, text: &str, now: Instant) {
+        if self.first {
+            self.out.ttft = (now - self.sent).as_secs_f64();
+            self.first = false;
+        } else {
+            self.out.itl.push((now - self.last).as_secs_f64());
+        }
+        self.last = now;
+        self.out.chunks += 1;
+        self.out.text.push_str(text);
+    }
+
+    /// One event of a Responses API stream (see [`super::responses`]); `done` marks
+    /// its terminal event.
+    fn responses_event(&mut self, ev: SseEvent<'_>, now: Instant) {
+        use super::responses::{Meaning, read};
+        if ev.data == b"[DONE]" {
+            // Some servers close with [DONE] as well; the terminal event decides.
+            return;
+        }
+        match read(ev.event, ev.data) {
+            Ok(Meaning::Token(text)) => self.token(&text, now),
+            Ok(Meaning::End(usage)) => {
+                if let Some((prompt, completion, cached)) = usage {
+                    self.out.usage_prompt = prompt.or(self.out.usage_prompt);
+                    self.out.usage_completion = completion.or(self.out.usage_completion);
+                    self.out.cached_tokens = cached.or(self.out.cached_tokens);
+                }
+                self.out.done = true;
+            }
+            Ok(Meaning::Failed(msg)) => {
+                self.failure = Some((
+                    "stream_error",
+                    format!("the server failed the response: {msg}"),
+                ));
+            }
+            Ok(Meaning::Other) => {}
+            Err(e) => {
+                self.failure = Some((
+                    "invalid_chunk",
+                    format!("unparsable event ({e}): {}", excerpt(ev.data)),
+                ));
+            }
+        }
+    }
+
     /// One SSE event, arrived at `now`.
     fn event(&mut self, ev: SseEvent<'_>, now: Instant) {
         if self.failure.is_some() {
             return;
+        }
+        if self.api == Api::Responses {
+            return self.responses_event(ev, now);
         }
         if ev.data == b"[DONE]" {
             self.out.done = true;
@@ -531,15 +582,7 @@ impl Stream<'_> {
             }
         }
         if let Some(text) = c.token(self.api) {
-            if self.first {
-                self.out.ttft = (now - self.sent).as_secs_f64();
-                self.first = false;
-            } else {
-                self.out.itl.push((now - self.last).as_secs_f64());
-            }
-            self.last = now;
-            self.out.chunks += 1;
-            self.out.text.push_str(text);
+            self.token(text, now);
         } else if let Some(u) = c.usage {
             self.out.usage_completion = u.completion_tokens.or(self.out.usage_completion);
             self.out.usage_prompt = u.prompt_tokens.or(self.out.usage_prompt);
@@ -628,6 +671,15 @@ async fn read_stream(
     // A last event without a blank line before the end counts (vLLM processes it too).
     if ended && let Err(e) = parser.finish(&mut |ev| st.event(ev, last_arrival)) {
         st.failure = Some(("oversized_response", e.to_string()));
+    }
+    if api == Api::Responses && ended && st.failure.is_none() && !st.first && !st.out.done {
+        st.failure = Some((
+            "no_terminal_event",
+            format!(
+                "the Responses stream ended after {} token events without response.completed",
+                st.out.chunks
+            ),
+        ));
     }
     let (first, last, failure) = (st.first, st.last, st.failure);
     match failure {

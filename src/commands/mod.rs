@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod dry_run;
+pub mod init;
 pub mod merge;
 pub mod probe;
 pub mod report;

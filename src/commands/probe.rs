@@ -58,6 +58,7 @@ pub async fn smoke(r: &Resolved, svc: &Service, params: &CaseParams) -> Result<(
         ..Limits::default()
     };
     let input = RequestInput {
+        model: None,
         prompt: Prompt::Text("Say hello.".into()),
         prompt_len: 3,
         output_len: 4,
@@ -340,6 +341,7 @@ pub fn run(args: ProbeArgs) -> Exit {
                 ..CaseParams::default()
             };
             let input = RequestInput {
+                model: None,
                 prompt: Prompt::Text("Say hello.".into()),
                 prompt_len: 3,
                 output_len: 8,

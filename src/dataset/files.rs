@@ -97,6 +97,7 @@ pub fn sharegpt(
             continue;
         }
         out.push(RequestInput {
+            model: None,
             prompt: Prompt::Text(prompt.to_string()),
             prompt_len,
             output_len: out_len,
@@ -206,6 +207,7 @@ pub fn custom(
                 Prompt::Text(prompt)
             };
         rows.push(RequestInput {
+            model: None,
             prompt: p,
             prompt_len,
             output_len,
@@ -305,6 +307,7 @@ pub fn burstgpt(
                 .collect();
             let (text, len) = text_of_length(tokens, ids, input as usize, &allowed, &mut rng);
             RequestInput {
+                model: None,
                 prompt: Prompt::Text(text),
                 prompt_len: len as u64,
                 output_len: output,

@@ -22,7 +22,7 @@ pub fn build(
 ) -> Result<Vec<RequestInput>, String> {
     let n = params.num_prompts as usize;
     let seed = params.seed;
-    match &params.dataset {
+    let mut inputs = match &params.dataset {
         Dataset::Random(d) => random::random(d, n, seed, tokens, params.backend()),
         Dataset::RandomRerank(d) => random::rerank(d, n, seed, tokens),
         Dataset::PrefixRepetition(d) => random::prefix_repetition(d, n, seed, tokens),
@@ -40,5 +40,32 @@ pub fn build(
         Dataset::MultiTurn(_) => {
             Err("multi_turn builds conversations: use dataset::conversations::build".into())
         }
+    }?;
+    assign_loras(&mut inputs, params);
+    Ok(inputs)
+}
+
+/// Names each request's LoRA adapter as vLLM's benchmark does: round-robin gives
+/// request i adapter i mod n; random draws one per request, here from the case's
+/// seed (vLLM draws from Python's `random`, so the sequence differs but not the
+/// distribution).
+pub fn assign_loras(inputs: &mut [RequestInput], params: &CaseParams) {
+    use crate::plan::params::LoraAssignment;
+    let names: Vec<std::sync::Arc<str>> = params
+        .lora_modules
+        .iter()
+        .map(|m| std::sync::Arc::from(m.as_str()))
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    // Its own stream, so adding LoRAs changes no prompt.
+    let mut rng = crate::rng::Rng::new(params.seed ^ 0x4c6f_5241);
+    for (i, input) in inputs.iter_mut().enumerate() {
+        let k = match params.lora_assignment.unwrap_or_default() {
+            LoraAssignment::RoundRobin => i % names.len(),
+            LoraAssignment::Random => rng.range(0, names.len() as u64 - 1) as usize,
+        };
+        input.model = Some(names[k].clone());
     }
 }

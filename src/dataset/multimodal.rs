@@ -81,6 +81,7 @@ pub fn random_mm(
             parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
         }
         out.push(RequestInput {
+            model: None,
             prompt: Prompt::Messages(json!([{"role": "user", "content": parts}])),
             prompt_len: text_len as u64,
             output_len: rng.range(out_lo, out_hi),

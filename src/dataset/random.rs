@@ -145,6 +145,7 @@ pub fn random(
             let group: Vec<(String, usize)> = it.by_ref().take(batch).collect();
             let len = group.iter().map(|(_, l)| *l as u64).sum();
             out.push(RequestInput {
+                model: None,
                 prompt: Prompt::Batch(group.into_iter().map(|(t, _)| t).collect()),
                 prompt_len: len,
                 output_len: out_len,
@@ -153,6 +154,7 @@ pub fn random(
         } else {
             let (text, len) = it.next().expect("one prompt per request");
             out.push(RequestInput {
+                model: None,
                 prompt: Prompt::Text(text),
                 prompt_len: len as u64,
                 output_len: out_len,
@@ -197,6 +199,7 @@ pub fn rerank(
         }
         let query = texts.remove(0);
         out.push(RequestInput {
+            model: None,
             prompt: Prompt::Rerank {
                 query,
                 documents: texts,
@@ -239,6 +242,7 @@ pub fn prefix_repetition(
             let target = (d.prefix_len + d.suffix_len) as usize;
             let (text, len) = text_of_length(tokens, ids, target, &allowed, &mut rng);
             out.push(RequestInput {
+                model: None,
                 prompt: Prompt::Text(text),
                 prompt_len: len as u64,
                 output_len: d.output_len,

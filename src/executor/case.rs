@@ -13,7 +13,7 @@ use crate::load::run::RunOptions;
 use crate::load::target::Resolved;
 use crate::planner::{Case, Planned};
 use crate::report::view::verdicts;
-use crate::results::vllm_json::{Header, result_json};
+use crate::results::vllm_json::Header;
 use crate::results::write::write_atomic;
 use crate::timefmt;
 
@@ -152,16 +152,17 @@ pub async fn run_case(
         );
         extras.insert(
             "slo_verdicts".into(),
-            json!(verdicts(&res.summary, &planned.slos)),
+            json!(match &res.raw {
+                // Another client's result: judged on its own numbers, as a merge judges.
+                Some(raw) => planned
+                    .slos
+                    .iter()
+                    .map(|(slo, _)| slo.judge_result(raw))
+                    .collect::<Vec<_>>(),
+                None => verdicts(&res.summary, &planned.slos),
+            }),
         );
-        let result = result_json(
-            &header,
-            &case.params,
-            &res.summary,
-            res.multi_turn.as_ref(),
-            plan.execution.save_detailed,
-            extras,
-        );
+        let result = res.result_json(&header, &case.params, plan.execution.save_detailed, extras);
         if rep_files {
             let path = dir.join(format!("{}.rep{rep}.json", case.id));
             if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {

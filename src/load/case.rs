@@ -27,6 +27,11 @@ pub struct CaseResult {
     pub run: CaseRun,
     /// The requests as built (lengths are reported); a multi-turn case's first turns.
     pub inputs: Arc<Vec<RequestInput>>,
+    /// Which other client measured the case, and how (`client = "vllm"`); None for
+    /// benchplan's own.
+    pub engine: Option<Value>,
+    /// That client's own result JSON, which is then the case's result as written.
+    pub raw: Option<Map<String, Value>>,
 }
 
 /// The summary of a run: the metrics over its records, and what the run itself knows
@@ -60,7 +65,17 @@ impl CaseResult {
         m.insert("interrupted".into(), json!(self.run.interrupted));
         m.insert("smoke".into(), json!(self.run.smoke));
         m.insert("warmups_failed".into(), json!(self.run.warmups_failed));
-        m.insert("deviations".into(), deviations::json(params, &facts));
+        // vLLM's own client measured it: none of benchplan's client's deviations apply.
+        m.insert(
+            "deviations".into(),
+            match &self.engine {
+                Some(_) => json!([]),
+                None => deviations::json(params, &facts),
+            },
+        );
+        if let Some(e) = &self.engine {
+            m.insert("engine".into(), e.clone());
+        }
         let a = &self.run.accounting;
         let mut req = serde_json::to_value(a).expect("accounting serialises");
         req["balanced"] = json!(a.balanced());
@@ -69,7 +84,70 @@ impl CaseResult {
         if let Some(sm) = &self.run.server_metrics {
             m.insert("server_metrics".into(), sm.to_json());
         }
+        if !params.lora_modules.is_empty() {
+            m.insert("lora".into(), self.lora_json(params));
+        }
         m
+    }
+
+    /// Which LoRA adapter each measured request named (in request order) and how
+    /// each adapter's requests ended.
+    fn lora_json(&self, params: &CaseParams) -> Value {
+        let mut records: Vec<_> = self.run.records.iter().collect();
+        records.sort_by_key(|r| r.index);
+        let mut per_request = Vec::with_capacity(records.len());
+        let mut by_adapter: Map<String, Value> = params
+            .lora_modules
+            .iter()
+            .map(|l| (l.clone(), json!({"completed": 0, "failed": 0})))
+            .collect();
+        for r in records {
+            let name = self
+                .inputs
+                .get(r.index)
+                .and_then(|i| i.model.as_deref())
+                .unwrap_or_default();
+            per_request.push(json!(name));
+            if let Some(v) = by_adapter.get_mut(name) {
+                let k = if r.sample.success {
+                    "completed"
+                } else {
+                    "failed"
+                };
+                v[k] = json!(v[k].as_u64().unwrap_or(0) + 1);
+            }
+        }
+        json!({
+            "assignment": params.lora_assignment.unwrap_or_default(),
+            "adapters": by_adapter,
+            "per_request": per_request,
+        })
+    }
+
+    /// The case's result JSON: vLLM-shaped from the summary, or the other client's own
+    /// result as it wrote it; either with `extras` as its `benchplan` block.
+    pub fn result_json(
+        &self,
+        header: &crate::results::vllm_json::Header,
+        params: &CaseParams,
+        detailed: bool,
+        extras: Map<String, Value>,
+    ) -> Map<String, Value> {
+        match &self.raw {
+            Some(raw) => {
+                let mut r = raw.clone();
+                r.insert("benchplan".into(), Value::Object(extras));
+                r
+            }
+            None => crate::results::vllm_json::result_json(
+                header,
+                params,
+                &self.summary,
+                self.multi_turn.as_ref(),
+                detailed,
+                extras,
+            ),
+        }
     }
 
     /// What makes this case's numbers untrustworthy as a tool result (each a reason to
@@ -128,6 +206,9 @@ pub async fn execute(
     } else {
         opts
     };
+    if params.client == Some(crate::plan::params::ClientEngine::Vllm) {
+        return super::vllm_engine::execute(resolved, service, params, opts).await;
+    }
     if let Dataset::MultiTurn(d) = &params.dataset {
         return execute_conversations(resolved, service, params, d, opts).await;
     }
@@ -147,6 +228,8 @@ pub async fn execute(
         multi_turn: None,
         run,
         inputs,
+        engine: None,
+        raw: None,
     })
 }
 
@@ -170,6 +253,7 @@ async fn execute_conversations(
             .iter()
             .filter_map(|c| c.turns.first())
             .map(|t| RequestInput {
+                model: None,
                 prompt: Prompt::Text(t.user.clone()),
                 prompt_len: t.user_len,
                 output_len: t.output_len,
@@ -203,5 +287,7 @@ async fn execute_conversations(
         multi_turn,
         run,
         inputs,
+        engine: None,
+        raw: None,
     })
 }

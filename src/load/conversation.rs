@@ -147,6 +147,7 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
         messages.push(user_message(&turn.user));
         // The history moves into the request and back, so it is not copied per turn.
         let input = RequestInput {
+            model: None,
             prompt: Prompt::Messages(Value::Array(std::mem::take(&mut messages))),
             prompt_len: history_tokens + turn.user_len,
             output_len: turn.output_len,
@@ -253,6 +254,7 @@ pub async fn run_conversations(
     // The smoke request and warmups must not warm the prefix cache for the first
     // conversation: a different leading word keeps every cached block apart.
     let first = RequestInput {
+        model: None,
         prompt: Prompt::Text(format!("warmup {}", first_turn.user)),
         prompt_len: first_turn.user_len,
         output_len: first_turn.output_len,

@@ -10,6 +10,7 @@ pub mod run;
 pub mod schedule;
 pub mod stop;
 pub mod target;
+pub mod vllm_engine;
 
 /// The runtime a command runs its traffic on. One thread when only the client runs:
 /// no cross-thread wake-ups per chunk, measured to cost less CPU per chunk and less

@@ -64,13 +64,17 @@ pub async fn resolve(
                 .tokenizer
                 .clone()
                 .unwrap_or_else(|| model_root.clone());
-            if !crate::planner::tokenizer::is_hub_id(&id) || service.is_sim() {
+            if service.client == Some(crate::plan::params::ClientEngine::Vllm) {
+                // vLLM's client loads its own tokenizer; benchplan counts nothing here.
+                (TokenModel::Builtin, id)
+            } else if !crate::planner::tokenizer::is_hub_id(&id) || service.is_sim() {
                 return Err(e);
+            } else {
+                let file = crate::tokenizer::hf_download_tokenizer(&id, &client)
+                    .await
+                    .map_err(|d| format!("{e} ({d})"))?;
+                (TokenModel::load(&file)?, id)
             }
-            let file = crate::tokenizer::hf_download_tokenizer(&id, &client)
-                .await
-                .map_err(|d| format!("{e} ({d})"))?;
-            (TokenModel::load(&file)?, id)
         }
     };
     Ok(Resolved {

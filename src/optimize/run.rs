@@ -23,7 +23,7 @@ use crate::plan::optimize::{Optimize, SearchVar};
 use crate::plan::units::Rate;
 use crate::plan::{CaseParams, Service};
 use crate::planner::{Case, Planned};
-use crate::results::vllm_json::{Header, result_json};
+use crate::results::vllm_json::Header;
 use crate::results::write::write_atomic;
 use crate::slo::{Op, Slo, SloMetric};
 use crate::timefmt;
@@ -261,7 +261,7 @@ async fn evaluate(
         extras.insert("case_id".into(), json!(case.id));
         extras.insert("phase".into(), json!(req.phase));
         extras.insert("violations".into(), json!(violations));
-        let result = result_json(&header, &p, s, None, false, extras);
+        let result = res.result_json(&header, &p, false, extras);
         if let Err(e) = write_atomic(
             &dir.join(&file),
             &json_bytes(&Value::Object(result.clone())),

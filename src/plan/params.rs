@@ -21,6 +21,8 @@ pub enum Backend {
     Openai,
     /// Chat completions API (`/v1/chat/completions`), streamed.
     OpenaiChat,
+    /// Responses API (`/v1/responses`), streamed as typed events.
+    OpenaiResponses,
     /// Embeddings API (`/v1/embeddings`), a pooling backend.
     OpenaiEmbeddings,
     /// vLLM's rerank API (`/v1/rerank`), a pooling backend.
@@ -28,10 +30,11 @@ pub enum Backend {
 }
 
 impl Backend {
-    pub const ALL: [Backend; 5] = [
+    pub const ALL: [Backend; 6] = [
         Backend::Vllm,
         Backend::Openai,
         Backend::OpenaiChat,
+        Backend::OpenaiResponses,
         Backend::OpenaiEmbeddings,
         Backend::VllmRerank,
     ];
@@ -41,6 +44,7 @@ impl Backend {
             Backend::Vllm => "vllm",
             Backend::Openai => "openai",
             Backend::OpenaiChat => "openai-chat",
+            Backend::OpenaiResponses => "openai-responses",
             Backend::OpenaiEmbeddings => "openai-embeddings",
             Backend::VllmRerank => "vllm-rerank",
         }
@@ -51,6 +55,7 @@ impl Backend {
         match self {
             Backend::Vllm | Backend::Openai => "/v1/completions",
             Backend::OpenaiChat => "/v1/chat/completions",
+            Backend::OpenaiResponses => "/v1/responses",
             Backend::OpenaiEmbeddings => "/v1/embeddings",
             Backend::VllmRerank => "/v1/rerank",
         }
@@ -61,6 +66,7 @@ impl Backend {
         match self {
             Backend::Vllm | Backend::Openai => "completions",
             Backend::OpenaiChat => "chat/completions",
+            Backend::OpenaiResponses => "responses",
             Backend::OpenaiEmbeddings => "embeddings",
             Backend::VllmRerank => "rerank",
         }
@@ -87,6 +93,7 @@ pub enum BackendArg {
     Vllm,
     Openai,
     OpenaiChat,
+    OpenaiResponses,
     OpenaiEmbeddings,
     VllmRerank,
 }
@@ -97,6 +104,7 @@ impl From<BackendArg> for Backend {
             BackendArg::Vllm => Backend::Vllm,
             BackendArg::Openai => Backend::Openai,
             BackendArg::OpenaiChat => Backend::OpenaiChat,
+            BackendArg::OpenaiResponses => Backend::OpenaiResponses,
             BackendArg::OpenaiEmbeddings => Backend::OpenaiEmbeddings,
             BackendArg::VllmRerank => Backend::VllmRerank,
         }
@@ -147,6 +155,29 @@ pub enum RampUp {
     Linear,
     /// Rate grows geometrically from start to end over the run.
     Exponential,
+}
+
+/// The client that sends a case's traffic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientEngine {
+    /// benchplan's load generator.
+    #[default]
+    Native,
+    /// `vllm bench serve`, run once per case with the case's parameters as flags; its
+    /// result JSON becomes the case's result.
+    Vllm,
+}
+
+/// How requests pick their LoRA adapter (vLLM's `--lora-assignment`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoraAssignment {
+    /// Each request draws one at random (seeded by the case's seed); the default.
+    #[default]
+    Random,
+    /// Request i takes adapter i mod n.
+    RoundRobin,
 }
 
 /// Per-request SLOs for goodput (vLLM's `--goodput`): a request is good when it meets all.
@@ -256,6 +287,17 @@ pub struct CaseParams {
     /// Prefix of the `x-request-id` header; a random one per run when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id_prefix: Option<String>,
+    /// LoRA adapters the server serves (vLLM's `--lora-modules`): each request sends
+    /// one of these names as its `model`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lora_modules: Vec<String>,
+    /// How each request picks its LoRA adapter (vLLM's `--lora-assignment`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora_assignment: Option<LoraAssignment>,
+    /// Which client measures the case: benchplan's own (`native`, the default) or the
+    /// real `vllm bench serve` (`vllm`), for numbers that must be vLLM's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientEngine>,
     /// The success rate every case must reach to pass, such as "95%" (default); a plan-wide
     /// floor (`[slo] min_success_rate` takes precedence).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -304,6 +346,9 @@ impl Default for CaseParams {
             server_metrics: None,
             multi_turn_concurrency: None,
             request_id_prefix: None,
+            lora_modules: Vec::new(),
+            lora_assignment: None,
+            client: None,
             min_success_rate: None,
             metadata: IndexMap::new(),
         }

@@ -38,6 +38,13 @@ pub struct Service {
     /// Environment variable holding the API key (sent as a Bearer token); default OPENAI_API_KEY.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// The client for this service's cases unless a case sets one: `native` or `vllm`
+    /// (runs `vllm bench serve` per case).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<super::params::ClientEngine>,
+    /// The `vllm` program for `client = "vllm"`; default: `vllm` on PATH.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vllm_path: Option<std::path::PathBuf>,
     /// Run the embedded simulator for this service instead of calling base_url.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sim: Option<SimSpec>,

@@ -52,6 +52,11 @@ pub struct SimParams {
     /// Model name served at /v1/models.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// LoRA adapter names served besides the model (listed at /v1/models with the
+    /// model as parent, as vLLM lists them); requests naming one are counted per
+    /// adapter in `benchplan_sim:lora_requests_total`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora_modules: Option<Vec<String>>,
     /// Context window in tokens; longer requests get HTTP 400.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_model_len: Option<u64>,

@@ -444,6 +444,24 @@ pub fn check_case(
             .with_help("set dataset = { name = \"random-rerank\", … }"),
         );
     }
+    if p.client == Some(crate::plan::params::ClientEngine::Vllm)
+        && let Some(why) = crate::load::vllm_engine::unsupported(p)
+    {
+        out.push(
+            Diagnostic::error(at("client"), format!("client = \"vllm\": {why}")).with_help(
+                "use client = \"native\" for these cases, or a dataset vllm bench serve has",
+            ),
+        );
+    }
+    if backend == Backend::OpenaiResponses && p.min_p.is_some() {
+        out.push(
+            Diagnostic::error(
+                at("min_p"),
+                "the Responses API has no min_p (vLLM's openai-responses benchmark refuses it too)",
+            )
+            .with_help("remove min_p, or send it anyway with extra_body = { min_p = 0.1 }"),
+        );
+    }
     if matches!(ds, Dataset::MultiTurn(_)) && backend != Backend::OpenaiChat {
         out.push(need(Backend::OpenaiChat, "sends a conversation history"));
     }
@@ -635,6 +653,32 @@ pub fn check_case(
         }
     }
 
+    if !p.lora_modules.is_empty() {
+        if matches!(p.dataset, crate::plan::Dataset::MultiTurn(_)) {
+            out.push(
+                Diagnostic::error(
+                    at("lora_modules"),
+                    "lora_modules picks an adapter per request, which a multi-turn conversation cannot change between turns",
+                )
+                .with_help("run the conversations against one adapter: set the service's served_model_name to it"),
+            );
+        }
+        if p.lora_modules.iter().any(|m| m.trim().is_empty()) {
+            out.push(Diagnostic::error(
+                at("lora_modules"),
+                "a LoRA adapter name is empty",
+            ));
+        }
+    } else if p.lora_assignment.is_some() {
+        out.push(
+            Diagnostic::error(
+                at("lora_assignment"),
+                "lora_assignment is set without lora_modules",
+            )
+            .with_help("add lora_modules = [\"adapter-a\", \"adapter-b\"]"),
+        );
+    }
+
     // SLOs that need something of the case.
     for (slo, path) in slos {
         if slo.metric == SloMetric::GoodputRatio
@@ -787,6 +831,7 @@ pub fn resolve_target(params: &mut CaseParams, service: &Service) {
         .or(service.backend)
         .unwrap_or(Backend::Openai);
     params.backend = Some(backend);
+    params.client = params.client.or(service.client);
     if params.endpoint.is_none() {
         params.endpoint = Some(
             service

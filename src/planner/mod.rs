@@ -108,6 +108,13 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         let (name, svc) = default_service();
         plan.services.insert(name, svc);
     }
+    // A plan-wide `client` is every service's unless it names its own (the service
+    // then resolves as that client needs: vLLM loads its own tokenizer).
+    if let Some(c) = plan.defaults.client {
+        for svc in plan.services.values_mut() {
+            svc.client.get_or_insert(c);
+        }
+    }
     if plan.services.is_empty() {
         diags.push(
             Diagnostic::error("services", "no services are defined")

@@ -93,6 +93,7 @@ pub fn load_results(dir: &Path) -> Result<IndexMap<String, Map<String, Value>>, 
                         | "plan.resolved.json"
                         | "summary.json"
                         | "optimization_report.json"
+                        | "sweep_summary.json"
                 ) && !n.contains(".rep")
             })
             .collect()

@@ -390,6 +390,100 @@ fn python_float(x: f64) -> String {
     }
 }
 
+/// A summary read back from a result JSON (another client's, such as `vllm bench
+/// serve`'s), with what SLO verdicts, reports and searches read: counts, token totals,
+/// throughputs, duration and every latency block it holds (`mean_/median_/std_/pNN_`).
+pub fn summary_of_result(r: &Map<String, Value>, p: &CaseParams) -> Summary {
+    use crate::plan::Metric;
+    let num = |k: &str| r.get(k).and_then(Value::as_f64);
+    let int = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let mut s = Summary {
+        pooling: p.backend().is_pooling(),
+        has_tokenizer: r.get("tokenizer_id").is_some_and(|t| !t.is_null()),
+        duration: num("duration").unwrap_or(0.0),
+        completed: int("completed"),
+        failed: int("failed"),
+        total_input_tokens: int("total_input_tokens"),
+        total_output_tokens: int("total_output_tokens"),
+        request_throughput: num("request_throughput").unwrap_or(0.0),
+        request_goodput: num("request_goodput"),
+        output_throughput: num("output_throughput").unwrap_or(0.0),
+        total_token_throughput: num("total_token_throughput").unwrap_or(0.0),
+        max_output_tokens_per_s: num("max_output_tokens_per_s").unwrap_or(0.0),
+        max_concurrent_requests: int("max_concurrent_requests"),
+        rtfx: num("rtfx").unwrap_or(0.0),
+        ..Summary::default()
+    };
+    for m in [
+        Metric::Ttft,
+        Metric::Tpot,
+        Metric::Itl,
+        Metric::E2el,
+        Metric::ClientQueueTime,
+        Metric::E2elIncludingClientQueue,
+    ] {
+        let n = m.name();
+        let Some(mean) = num(&format!("mean_{n}_ms")) else {
+            continue;
+        };
+        let suffix = format!("_{n}_ms");
+        let mut percentiles: Vec<(f64, f64)> = r
+            .iter()
+            .filter_map(|(k, v)| {
+                let q: f64 = k.strip_prefix('p')?.strip_suffix(&suffix)?.parse().ok()?;
+                Some((q, v.as_f64()?))
+            })
+            .collect();
+        percentiles.sort_by(|a, b| a.0.total_cmp(&b.0));
+        s.stats.push(LatencyStats {
+            metric: m,
+            mean,
+            median: num(&format!("median_{n}_ms")).unwrap_or(mean),
+            std: num(&format!("std_{n}_ms")).unwrap_or(0.0),
+            percentiles,
+        });
+    }
+    let list = |k: &str| r.get(k).and_then(Value::as_array);
+    if let Some(e) = list("errors") {
+        s.errors = e
+            .iter()
+            .map(|x| x.as_str().unwrap_or_default().to_string())
+            .collect();
+        for msg in s.errors.iter().filter(|m| !m.is_empty()) {
+            *s.errors_by_kind.entry("vllm_error".into()).or_default() += 1;
+            s.first_errors
+                .entry("vllm_error".into())
+                .or_insert_with(|| msg.chars().take(500).collect());
+        }
+    }
+    let floats = |k: &str| -> Vec<f64> {
+        list(k)
+            .map(|v| v.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default()
+    };
+    s.ttfts = floats("ttfts");
+    s.latencies = floats("latencies");
+    s.start_times = floats("start_times");
+    s.input_lens = list("input_lens")
+        .map(|v| v.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    s.output_lens = list("output_lens")
+        .map(|v| v.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    s.itls = list("itls")
+        .map(|v| {
+            v.iter()
+                .map(|x| {
+                    x.as_array()
+                        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+                        .unwrap_or_default()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

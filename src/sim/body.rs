@@ -36,11 +36,14 @@ pub fn output_token(table: &[(String, String)], seed: u64, i: u64) -> &(String, 
     &table[((seed.wrapping_add(i.wrapping_mul(7919))) % table.len() as u64) as usize]
 }
 
-/// Completions or chat chunks.
+/// Completions or chat chunks, or the Responses API's typed events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
     Completions,
     Chat,
+    /// `/v1/responses`: `head` is the delta event up to its text, `usage_head` the
+    /// response object up to its status (see `generate` in `http.rs`).
+    Responses,
 }
 
 /// Everything a stream needs to write its chunks.
@@ -79,6 +82,9 @@ impl SseStream {
             // One send per token event (vLLM's role delta before the first is not one).
             t.chunk();
         }
+        if self.api == Api::Responses {
+            return self.write_responses(start, n, finish, cached_tokens, buf);
+        }
         if start == 0 && self.api == Api::Chat {
             // vLLM's chat stream opens with a role-only delta, right before the first token.
             buf.extend_from_slice(self.head.as_bytes());
@@ -88,14 +94,14 @@ impl SseStream {
         buf.extend_from_slice(self.head.as_bytes());
         buf.extend_from_slice(match self.api {
             Api::Completions => br#""text":""#.as_slice(),
-            Api::Chat => br#""delta":{"content":""#.as_slice(),
+            _ => br#""delta":{"content":""#.as_slice(),
         });
         for i in start..start + n {
             buf.extend_from_slice(output_token(&self.table, self.seed, i).1.as_bytes());
         }
         buf.extend_from_slice(match self.api {
             Api::Completions => br#"","logprobs":null,"finish_reason":"#.as_slice(),
-            Api::Chat => br#""},"logprobs":null,"finish_reason":"#.as_slice(),
+            _ => br#""},"logprobs":null,"finish_reason":"#.as_slice(),
         });
         match finish {
             None => buf.extend_from_slice(b"null"),
@@ -109,6 +115,50 @@ impl SseStream {
         self.completion_tokens = start + n;
         if finish.is_some() {
             self.finish(cached_tokens, buf);
+        }
+        Ok(())
+    }
+
+    /// A Responses stream: `response.created` before the first delta, one
+    /// `response.output_text.delta` per token event, and `response.completed` with the
+    /// usage at the end (no `[DONE]`: the API has none).
+    fn write_responses(
+        &mut self,
+        start: u64,
+        n: u64,
+        finish: Option<super::engine::Finish>,
+        cached_tokens: u64,
+        buf: &mut BytesMut,
+    ) -> Result<(), StreamCut> {
+        if start == 0 {
+            buf.extend_from_slice(
+                b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":",
+            );
+            buf.extend_from_slice(self.usage_head.as_bytes());
+            buf.extend_from_slice(br#""status":"in_progress","output":[],"usage":null}}"#);
+            buf.extend_from_slice(b"\n\n");
+        }
+        buf.extend_from_slice(self.head.as_bytes());
+        for i in start..start + n {
+            buf.extend_from_slice(output_token(&self.table, self.seed, i).1.as_bytes());
+        }
+        buf.extend_from_slice(b"\"}\n\n");
+        self.completion_tokens = start + n;
+        if finish.is_some() {
+            let (p, c) = (self.prompt_tokens, self.completion_tokens);
+            buf.extend_from_slice(
+                b"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":",
+            );
+            buf.extend_from_slice(self.usage_head.as_bytes());
+            buf.extend_from_slice(
+                format!(
+                    r#""status":"completed","output":[],"usage":{{"input_tokens":{p},"input_tokens_details":{{"cached_tokens":{cached_tokens}}},"output_tokens":{c},"output_tokens_details":{{"reasoning_tokens":0}},"total_tokens":{}}}}}}}"#,
+                    p + c
+                )
+                .as_bytes(),
+            );
+            buf.extend_from_slice(b"\n\n");
+            self.finished = true;
         }
         Ok(())
     }

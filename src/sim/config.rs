@@ -9,6 +9,8 @@ use crate::plan::sim::{FailureType, Preset, SimParams, SimSpec};
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
     pub model: String,
+    /// LoRA adapters served besides the model.
+    pub lora_modules: Vec<String>,
     pub max_model_len: u64,
     pub max_num_seqs: u64,
     pub max_waiting_queue: u64,
@@ -46,6 +48,7 @@ impl SimConfig {
     pub fn preset(preset: Preset) -> SimConfig {
         let base = SimConfig {
             model: "benchplan-sim".into(),
+            lora_modules: Vec::new(),
             max_model_len: 8192,
             max_num_seqs: 256,
             max_waiting_queue: 10_000,
@@ -135,6 +138,7 @@ impl SimConfig {
             };
         }
         set!(model);
+        set!(lora_modules);
         set!(max_model_len);
         set!(max_num_seqs);
         set!(max_waiting_queue);

@@ -136,10 +136,13 @@ pub async fn handle(
         ),
         (&Method::GET, "/v1/models") => json_response(
             StatusCode::OK,
-            &json!({"object": "list", "data": [{
+            &json!({"object": "list", "data": std::iter::once(json!({
                 "id": state.config.model, "object": "model", "created": now_unix(), "owned_by": "benchplan-sim",
                 "root": state.config.model, "parent": null, "max_model_len": state.config.max_model_len,
-            }]}),
+            })).chain(state.config.lora_modules.iter().map(|l| json!({
+                "id": l, "object": "model", "created": now_unix(), "owned_by": "benchplan-sim",
+                "root": l, "parent": state.config.model, "max_model_len": state.config.max_model_len,
+            }))).collect::<Vec<_>>()}),
         ),
         (&Method::POST, "/reset_prefix_cache") => {
             let _ = state.engine.send(Command::ResetPrefixCache);
@@ -157,6 +160,7 @@ pub async fn handle(
             &Method::POST,
             "/v1/completions"
             | "/v1/chat/completions"
+            | "/v1/responses"
             | "/v1/embeddings"
             | "/v1/rerank"
             | "/rerank",
@@ -194,7 +198,14 @@ async fn read_json(req: Request<Incoming>) -> Result<Value, Resp> {
 
 /// Prompt token ids of a completions `prompt` or a chat `messages` list.
 fn prompt_tokens(tok: &TokenModel, body: &Value) -> Result<Vec<u32>, String> {
-    if let Some(messages) = body.get("messages") {
+    // The Responses API's `input`: a string, or message items like chat's.
+    let messages = match body.get("input") {
+        Some(Value::String(s)) => return Ok(tok.encode(s)),
+        Some(list @ Value::Array(_)) => Some(list),
+        Some(_) => return Err("`input` must be a string or a list of items".into()),
+        None => body.get("messages"),
+    };
+    if let Some(messages) = messages {
         let list = messages.as_array().ok_or("`messages` must be a list")?;
         let mut ids = Vec::new();
         for m in list {
@@ -203,7 +214,7 @@ fn prompt_tokens(tok: &TokenModel, body: &Value) -> Result<Vec<u32>, String> {
                 Some(Value::Array(parts)) => {
                     for part in parts {
                         match part.get("type").and_then(Value::as_str) {
-                            Some("text") => ids.extend(
+                            Some("text" | "input_text") => ids.extend(
                                 tok.encode(part.get("text").and_then(Value::as_str).unwrap_or("")),
                             ),
                             Some(_) => ids.extend(std::iter::repeat_n(0, IMAGE_TOKENS)),
@@ -322,7 +333,9 @@ async fn inference(
         Err(r) => return r,
     };
     if let Some(m) = body.get("model").and_then(Value::as_str) {
-        if m != c.model {
+        if c.lora_modules.iter().any(|l| l == m) {
+            state.stats.count_lora(m);
+        } else if m != c.model {
             return error(
                 StatusCode::NOT_FOUND,
                 "NotFoundError",
@@ -340,6 +353,8 @@ async fn inference(
                 trace,
                 if path.ends_with("chat/completions") {
                     Api::Chat
+                } else if path.ends_with("/responses") {
+                    Api::Responses
                 } else {
                     Api::Completions
                 },
@@ -386,6 +401,7 @@ async fn generate(state: Arc<State>, body: &Value, trace: Option<Trace>, api: Ap
     let asked = body
         .get("max_completion_tokens")
         .or_else(|| body.get("max_tokens"))
+        .or_else(|| body.get("max_output_tokens"))
         .and_then(Value::as_u64);
     let max_tokens = asked.unwrap_or(c.max_model_len.saturating_sub(p));
     if p + max_tokens > c.max_model_len || max_tokens == 0 {
@@ -423,6 +439,7 @@ async fn generate(state: Arc<State>, body: &Value, trace: Option<Trace>, api: Ap
     let (id, object) = match api {
         Api::Completions => (format!("cmpl-{n}"), "text_completion"),
         Api::Chat => (format!("chatcmpl-{n}"), "chat.completion.chunk"),
+        Api::Responses => (format!("resp_{n}"), "response"),
     };
     let model = serde_json::to_string(&c.model).expect("string serialises");
     let created = now_unix();
@@ -431,10 +448,25 @@ async fn generate(state: Arc<State>, body: &Value, trace: Option<Trace>, api: Ap
             .pointer("/stream_options/include_usage")
             .and_then(Value::as_bool)
             == Some(true);
-        let usage_head = format!(
-            r#"data: {{"id":"{id}","object":"{object}","created":{created},"model":{model},"#
-        );
-        let head = format!(r#"{usage_head}"choices":[{{"index":0,"#);
+        let (head, usage_head) = if api == Api::Responses {
+            (
+                format!(
+                    r#"event: response.output_text.delta{nl}data: {{"type":"response.output_text.delta","item_id":"msg_{n}","output_index":0,"content_index":0,"delta":""#,
+                    nl = "\n"
+                ),
+                format!(
+                    r#"{{"id":"{id}","object":"{object}","created_at":{created},"model":{model},"#
+                ),
+            )
+        } else {
+            let usage_head = format!(
+                r#"data: {{"id":"{id}","object":"{object}","created":{created},"model":{model},"#
+            );
+            (
+                format!(r#"{usage_head}"choices":[{{"index":0,"#),
+                usage_head,
+            )
+        };
         let stream = SseStream {
             events: rx,
             api,
@@ -490,11 +522,23 @@ async fn generate(state: Arc<State>, body: &Value, trace: Option<Trace>, api: Ap
     }
     let usage: Value = serde_json::from_str(&format!("{{{}}}", usage_json(p, produced, cached)))
         .expect("usage JSON");
+    if api == Api::Responses {
+        let u = &usage["usage"];
+        return json_response(
+            StatusCode::OK,
+            &json!({"id": id, "object": "response", "created_at": created, "model": c.model, "status": "completed",
+                "output": [{"type": "message", "id": format!("msg_{n}"), "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+                "usage": {"input_tokens": u["prompt_tokens"], "input_tokens_details": {"cached_tokens": cached},
+                    "output_tokens": u["completion_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
+                    "total_tokens": u["total_tokens"]}}),
+        );
+    }
     let choice = match api {
         Api::Completions => {
             json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish.map_or("length", Finish::as_str)})
         }
-        Api::Chat => {
+        _ => {
             json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": finish.map_or("length", Finish::as_str)})
         }
     };

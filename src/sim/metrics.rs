@@ -75,6 +75,8 @@ pub struct Stats {
     pub injected_cuts: AtomicU64,
     /// Failed accept() calls (such as EMFILE), each followed by a short back-off.
     pub accept_errors: AtomicU64,
+    /// Requests that named each LoRA adapter (in the order the config lists them).
+    pub lora_requests: std::sync::Mutex<Vec<(String, u64)>>,
     pub ttft: Histogram,
     pub e2e: Histogram,
 }
@@ -99,6 +101,7 @@ impl Default for Stats {
             requests_failed: AtomicU64::new(0),
             injected_status: std::array::from_fn(|_| AtomicU64::new(0)),
             injected_cuts: AtomicU64::new(0),
+            lora_requests: std::sync::Mutex::new(Vec::new()),
             ttft: Histogram::default(),
             e2e: Histogram::default(),
         }
@@ -122,6 +125,15 @@ impl Stats {
         self.injected_status
             .get(usize::from(status.saturating_sub(400)))
             .map_or(0, |c| c.load(Relaxed))
+    }
+
+    /// Counts a request that named LoRA adapter `lora`.
+    pub fn count_lora(&self, lora: &str) {
+        let mut loras = self.lora_requests.lock().expect("lora counts");
+        match loras.iter_mut().find(|(name, _)| name == lora) {
+            Some((_, n)) => *n += 1,
+            None => loras.push((lora.to_string(), 1)),
+        }
     }
 
     pub fn render(&self, model: &str) -> String {
@@ -224,6 +236,19 @@ impl Stats {
             "Requests answered with an error or cut off.",
             self.requests_failed.load(Relaxed),
         );
+        {
+            let name = "benchplan_sim:lora_requests_total";
+            let loras = self.lora_requests.lock().expect("lora counts");
+            if !loras.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} Requests that named each LoRA adapter.\n# TYPE {name} counter"
+                );
+                for (lora, n) in loras.iter() {
+                    let _ = writeln!(out, "{name}{{{l},lora=\"{lora}\"}} {n}");
+                }
+            }
+        }
         self.ttft.render(
             "vllm:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",

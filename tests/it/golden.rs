@@ -457,6 +457,7 @@ fn input_of(rfi: &Value, backend: Backend) -> benchplan::client::backend::Reques
         (_, p) => Prompt::Batch(strings(p)),
     };
     RequestInput {
+        model: None,
         prompt,
         prompt_len: rfi["prompt_len"].as_u64().unwrap(),
         output_len: rfi["output_len"].as_u64().unwrap(),

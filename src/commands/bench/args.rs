@@ -9,9 +9,9 @@ use clap::Args;
 use serde_json::{Map, Value, json};
 
 /// `vllm bench serve` flags (same names, same defaults), plus a few of benchplan's own.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Request function: vllm, openai, openai-chat, openai-embeddings, vllm-rerank
+    /// Request function: vllm, openai, openai-chat, openai-responses, openai-embeddings, vllm-rerank
     /// (default openai; openai-chat with --multi-turn).
     #[arg(long)]
     pub backend: Option<String>,
@@ -45,6 +45,18 @@ pub struct BenchArgs {
     /// Tokenizer: a tokenizer.json or a folder holding one.
     #[arg(long)]
     pub tokenizer: Option<String>,
+    /// auto or hf: both load tokenizer.json with Hugging Face tokenizers (mistral and deepseek_v32 are refused).
+    #[arg(long, default_value = "auto")]
+    pub tokenizer_mode: String,
+    /// Accepted for vLLM command lines: benchplan runs no model code, and tokenizer.json needs none.
+    #[arg(long)]
+    pub trust_remote_code: bool,
+    /// LoRA adapters the server serves: each request sends one of them as its `model`.
+    #[arg(long, num_args = 1..)]
+    pub lora_modules: Vec<String>,
+    /// How requests pick a LoRA adapter: random or round-robin.
+    #[arg(long, default_value = "random", value_parser = ["random", "round-robin"])]
+    pub lora_assignment: String,
     /// JSON merged into every request body last (null removes a key).
     #[arg(long)]
     pub extra_body: Option<String>,
@@ -196,6 +208,9 @@ pub struct BenchArgs {
     /// Keep the file order.
     #[arg(long)]
     pub disable_shuffle: bool,
+    /// custom: send prompts as they are, without the tokenizer's chat template.
+    #[arg(long)]
+    pub skip_chat_template: bool,
     /// prefix_repetition: tokens of each shared prefix.
     #[arg(long, default_value_t = 256)]
     pub prefix_repetition_prefix_len: u64,
@@ -261,6 +276,22 @@ pub struct BenchArgs {
     /// benchplan: skip the unmeasured smoke request before the run.
     #[arg(long)]
     pub no_smoke: bool,
+
+    /// vllm-bench: run once per --max-concurrency value, such as 1,2,4,8, then print a summary table.
+    #[arg(long, value_name = "LIST", conflicts_with = "sweep_request_rate")]
+    pub sweep_max_concurrency: Option<String>,
+    /// vllm-bench: run once per --request-rate value, such as 1,5,10,inf, then print a summary table.
+    #[arg(long, value_name = "LIST")]
+    pub sweep_request_rate: Option<String>,
+    /// vllm-bench: with --sweep-max-concurrency, --num-prompts is the concurrency times this.
+    #[arg(long, value_name = "N")]
+    pub sweep_num_prompts_factor: Option<u64>,
+    /// vllm-bench: TTFT and TPOT percentiles in the sweep summary besides P50 and P90, such as 95,99.
+    #[arg(long, value_name = "LIST")]
+    pub sweep_summary_percentiles: Option<String>,
+    /// vllm-bench: compare two result files (JSON or JSON lines: the last line) instead of running; exit 4 on a regression beyond 5%.
+    #[arg(long, num_args = 2, value_names = ["BASELINE", "CANDIDATE"])]
+    pub compare: Vec<PathBuf>,
 }
 
 fn kv(items: &[String], sep: char, flag: &str) -> Result<Vec<(String, String)>, String> {
@@ -344,6 +375,18 @@ impl BenchArgs {
             opt(&mut d, k, v.map(|v| json!(v)));
         }
         opt(&mut d, "top_k", self.top_k.map(|v| json!(v)));
+        if !self.lora_modules.is_empty() {
+            d.insert("lora_modules".into(), json!(self.lora_modules));
+            d.insert("lora_assignment".into(), json!(self.lora_assignment));
+        }
+        match self.tokenizer_mode.as_str() {
+            "auto" | "hf" => {}
+            other => {
+                return Err(format!(
+                    "--tokenizer-mode {other} is not supported: benchplan loads tokenizer.json with Hugging Face tokenizers (the `hf` mode); pass --tokenizer DIR holding a tokenizer.json, or omit it for the built-in counter"
+                ));
+            }
+        }
         opt(&mut d, "logprobs", self.logprobs.map(|v| json!(v)));
         if self.ignore_eos {
             d.insert("ignore_eos".into(), json!(true));
@@ -471,6 +514,7 @@ impl BenchArgs {
                         );
                         m.insert("no_oversample".into(), json!(self.no_oversample));
                         m.insert("disable_shuffle".into(), json!(self.disable_shuffle));
+                        m.insert("skip_chat_template".into(), json!(self.skip_chat_template));
                     }
                     _ => {}
                 }

@@ -5,6 +5,8 @@
 
 pub mod args;
 pub mod print;
+pub mod refused;
+pub mod sweep;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -20,7 +22,7 @@ use crate::load::case::{CaseResult, execute};
 use crate::load::run::RunOptions;
 use crate::load::target::resolve;
 use crate::plan::{CaseParams, PlanSource, Service};
-use crate::results::vllm_json::{Header, result_json, vllm_file_name};
+use crate::results::vllm_json::{Header, vllm_file_name};
 use crate::results::write::{append_json_line, write_atomic};
 
 /// `bench_{model_short}_{dataset}_{backend}_{YYYYMMDD_HHMMSS}.json` in bench_results/single/.
@@ -35,18 +37,53 @@ fn single_name(h: &Header, p: &CaseParams, started: SystemTime) -> String {
 }
 
 pub fn run(args: &BenchArgs) -> Exit {
+    // vllm-bench's A/B form: no traffic, the same comparison and exit codes as `compare`.
+    if let [base, cand] = &args.compare[..] {
+        return crate::commands::report::compare(base, cand, "5%", &[]);
+    }
+    if args.trust_remote_code {
+        eprintln!(
+            "note: --trust-remote-code changes nothing here: benchplan runs no model or tokenizer code"
+        );
+    }
+    if args.sweep_max_concurrency.is_some() || args.sweep_request_rate.is_some() {
+        return sweep::run(args);
+    }
+    run_one(args).exit
+}
+
+/// What one `bench` run gave: its verdict, its result JSON (when it ran), and the
+/// file it was written to (when saved).
+pub struct OneRun {
+    pub exit: Exit,
+    pub result: Option<serde_json::Map<String, Value>>,
+    pub written: Option<PathBuf>,
+}
+
+impl From<Exit> for OneRun {
+    fn from(exit: Exit) -> OneRun {
+        OneRun {
+            exit,
+            result: None,
+            written: None,
+        }
+    }
+}
+
+/// Runs the one case the flags describe.
+pub fn run_one(args: &BenchArgs) -> OneRun {
     let value = match args.plan_value() {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");
-            return Exit::BadPlan;
+            return Exit::BadPlan.into();
         }
     };
     let planned = match crate::planner::plan(PlanSource::from_value("<command line>", value)) {
         Ok(p) => p,
         Err(d) => {
             eprintln!("{d}");
-            return Exit::BadPlan;
+            return Exit::BadPlan.into();
         }
     };
     for w in &planned.warnings {
@@ -63,17 +100,17 @@ pub fn run(args: &BenchArgs) -> Exit {
             && let Err(e) = crate::results::write::inside(n, flag)
         {
             eprintln!("error: {e}");
-            return Exit::BadPlan;
+            return Exit::BadPlan.into();
         }
     }
     if let Some(l) = &args.label
         && l.contains('/')
     {
         eprintln!("error: --label `{l}` holds a `/`; a label is part of a file name");
-        return Exit::BadPlan;
+        return Exit::BadPlan.into();
     }
     if args.dry_run {
-        return crate::commands::dry_run::print(&planned);
+        return crate::commands::dry_run::print(&planned).into();
     }
     let service: Service = planned.plan.services["target"].clone();
     // One thread against an external server (as the client benchmark measures it), two
@@ -90,7 +127,7 @@ pub fn run(args: &BenchArgs) -> Exit {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("error: {e}");
-                return Exit::Runtime;
+                return Exit::Runtime.into();
             }
         };
         let mut opts = RunOptions {
@@ -120,33 +157,27 @@ pub fn run(args: &BenchArgs) -> Exit {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("error: {e}");
-                return Exit::Runtime;
+                return Exit::Runtime.into();
             }
         };
         print_summary(&result.summary, result.multi_turn.as_ref(), &case.params);
+        let header = Header {
+            date: crate::timefmt::stamp_dash(started),
+            label: args.label.clone(),
+            model_id: resolved.model_root.clone(),
+            tokenizer_id: Some(resolved.tokenizer_id.clone()),
+        };
+        let mut extras = result.extras(&case.params, false);
+        extras.insert("case_id".into(), json!(case.id));
+        extras.insert("seed".into(), json!(case.params.seed));
+        extras.insert("command".into(), json!(crate::redact::this_command()));
+        extras.insert(
+            "params".into(),
+            serde_json::to_value(&case.params).expect("params serialise"),
+        );
+        let json = result.result_json(&header, &case.params, args.save_detailed, extras);
+        let mut written = None;
         if args.save_result || args.append_result || args.save_detailed {
-            let header = Header {
-                date: crate::timefmt::stamp_dash(started),
-                label: args.label.clone(),
-                model_id: resolved.model_root.clone(),
-                tokenizer_id: Some(resolved.tokenizer_id.clone()),
-            };
-            let mut extras = result.extras(&case.params, false);
-            extras.insert("case_id".into(), json!(case.id));
-            extras.insert("seed".into(), json!(case.params.seed));
-            extras.insert("command".into(), json!(crate::redact::this_command()));
-            extras.insert(
-                "params".into(),
-                serde_json::to_value(&case.params).expect("params serialise"),
-            );
-            let json = result_json(
-                &header,
-                &case.params,
-                &result.summary,
-                result.multi_turn.as_ref(),
-                args.save_detailed,
-                extras,
-            );
             // With --result-dir or --result-filename, vLLM's names and places; without, the results tree.
             let path = match (&args.result_dir, &args.result_filename) {
                 (None, None) => PathBuf::from("bench_results")
@@ -157,25 +188,26 @@ pub fn run(args: &BenchArgs) -> Exit {
                         .unwrap_or_else(|| vllm_file_name(&header, &case.params)),
                 ),
             };
-            let bytes = serde_json::to_vec(&Value::Object(json)).expect("result serialises");
-            let written = if args.append_result {
+            let bytes = serde_json::to_vec(&json).expect("result serialises");
+            let w = if args.append_result {
                 append_json_line(&path, &bytes)
             } else {
                 write_atomic(&path, &bytes)
             };
-            match written {
+            match w {
                 Ok(()) => eprintln!("result written to {}", path.display()),
                 Err(e) => {
                     eprintln!("error: cannot write {}: {e}", path.display());
-                    return Exit::Runtime;
+                    return Exit::Runtime.into();
                 }
             }
+            written = Some(path);
         }
         let problems = result.problems();
         for p in &problems {
             eprintln!("error: {p}");
         }
-        if result.run.interrupted && !result.run.timed_out {
+        let exit = if result.run.interrupted && !result.run.timed_out {
             let a = &result.run.accounting;
             eprintln!(
                 "interrupted: {} completed, {} failed, {} cancelled of {} scheduled; the result holds what finished",
@@ -186,6 +218,11 @@ pub fn run(args: &BenchArgs) -> Exit {
             Exit::Runtime
         } else {
             Exit::Ok
+        };
+        OneRun {
+            exit,
+            result: Some(json),
+            written,
         }
     })
 }

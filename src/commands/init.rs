@@ -1,0 +1,176 @@
+//! `benchplan init`: a commented starter plan that validates as written. Against the
+//! embedded simulator by default; with `--base-url` it names the first model the
+//! server lists at /v1/models (or the `--model` given, without asking).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use reqwest::header::HeaderMap;
+
+use crate::exit::Exit;
+
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// Where to write the plan (- for stdout).
+    #[arg(default_value = "benchplan.toml")]
+    pub output: PathBuf,
+    /// An OpenAI-compatible server to benchmark instead of the simulator; its /v1/models names the model.
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// The model to send (skips asking /v1/models).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Replace the file if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The plan's text: one service, a concurrency sweep, SLOs, every line explained.
+pub fn starter_plan(service: &Service) -> String {
+    let target = match service {
+        Service::Sim => "\
+# The embedded simulator: no GPU, no network. Swap it for a real server with
+#   base_url = \"http://127.0.0.1:8000\"   (and model = \"...\" if it serves several)
+[services.sim]
+sim = { preset = \"tiny\" }
+"
+        .to_string(),
+        Service::Server { base_url, model } => format!(
+            "\
+# The server under test. An API key comes from the environment, never the plan:
+#   api_key_env = \"OPENAI_API_KEY\"
+[services.server]
+base_url = {}
+model = {}
+",
+            toml_str(base_url),
+            toml_str(model)
+        ),
+    };
+    format!(
+        "\
+# A benchplan plan, written by `benchplan init`. Check it with
+#   benchplan validate {{this file}}      (every problem, with line and fix)
+#   benchplan cases {{this file}}         (the cases it expands to)
+# and run it with `benchplan run {{this file}}`. `benchplan schema` prints every key.
+name = \"starter\"
+description = \"A concurrency sweep with SLOs\"
+
+{target}
+# What every case sends unless the matrix says otherwise (vllm bench serve's names).
+[defaults]
+backend = \"openai-chat\"            # or openai (completions), openai-embeddings, vllm-rerank
+dataset = {{ name = \"random\", input_len = 256, output_len = 64 }}
+num_prompts = 100                   # measured requests per case
+num_warmups = 2                     # unmeasured requests first
+metric_percentiles = [50, 90, 99]
+
+# One case per combination of these lists.
+[matrix]
+max_concurrency = [1, 4, 16]
+
+# Every case must meet these, or `run` exits 3 (CI can act on it).
+[slo]
+p99_ttft = \"<= 500ms\"
+mean_tpot = \"<= 50ms\"
+success_rate = \">= 99%\"
+"
+    )
+}
+
+/// What the plan benchmarks.
+pub enum Service {
+    Sim,
+    Server { base_url: String, model: String },
+}
+
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+pub fn run(args: &InitArgs) -> Exit {
+    let service = match &args.base_url {
+        None => Service::Sim,
+        Some(url) => {
+            let base_url = url.trim_end_matches('/').to_string();
+            let model = match &args.model {
+                Some(m) => m.clone(),
+                None => match ask_model(&base_url) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return Exit::Runtime;
+                    }
+                },
+            };
+            Service::Server { base_url, model }
+        }
+    };
+    let text = starter_plan(&service);
+    if args.output.as_os_str() == "-" {
+        print!("{text}");
+        return Exit::Ok;
+    }
+    if args.output.exists() && !args.force {
+        eprintln!(
+            "error: {} exists; pass --force to replace it, or name another file",
+            args.output.display()
+        );
+        return Exit::BadPlan;
+    }
+    let written =
+        std::fs::File::create(&args.output).and_then(|mut f| f.write_all(text.as_bytes()));
+    match written {
+        Ok(()) => {
+            eprintln!(
+                "wrote {0}; check it with `benchplan validate {0}`, run it with `benchplan run {0}`",
+                args.output.display()
+            );
+            Exit::Ok
+        }
+        Err(e) => {
+            eprintln!("error: cannot write {}: {e}", args.output.display());
+            Exit::Runtime
+        }
+    }
+}
+
+/// The first model `base_url` lists.
+fn ask_model(base_url: &str) -> Result<String, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let client = crate::client::http::build_client(false, None).map_err(|e| e.to_string())?;
+        let mut headers = HeaderMap::new();
+        if let Ok(key) = std::env::var("OPENAI_API_KEY") {
+            let mut v = format!("Bearer {key}")
+                .parse::<reqwest::header::HeaderValue>()
+                .map_err(|_| "OPENAI_API_KEY is not a valid header value".to_string())?;
+            v.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, v);
+        }
+        crate::load::target::discover_model(&client, base_url, &headers)
+            .await
+            .map(|(id, _root)| id)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_values_are_quoted_as_toml() {
+        let text = starter_plan(&Service::Server {
+            base_url: "http://h:1".into(),
+            model: "org/m \"q\"".into(),
+        });
+        let v: toml::Value = toml::from_str(&text).expect("valid TOML");
+        assert_eq!(
+            v["services"]["server"]["model"].as_str(),
+            Some("org/m \"q\"")
+        );
+    }
+}

@@ -110,10 +110,10 @@ impl Engine {
     /// Takes a command; false on shutdown.
     fn handle(&mut self, c: Command) -> bool {
         match c {
-            Command::Submit(job) => {
-                self.stats.waiting.fetch_add(1, Relaxed);
-                self.waiting.push_back(job);
-            }
+            // Counted as waiting by `admit` only if no slot takes it: a request the
+            // next admission serves at once never waited (a scrape between the two
+            // saw it queued on a busy host).
+            Command::Submit(job) => self.waiting.push_back(job),
             Command::ResetPrefixCache => self.cache.reset(),
             Command::Shutdown => return false,
         }
@@ -130,7 +130,6 @@ impl Engine {
             let Some(job) = self.waiting.pop_front() else {
                 break;
             };
-            self.stats.waiting.fetch_sub(1, Relaxed);
             if job.events.is_closed() {
                 self.stats.in_system.fetch_sub(1, Relaxed);
                 continue; // the client left while waiting
@@ -181,6 +180,7 @@ impl Engine {
             );
             self.stats.running.store(self.seqs.len() as u64, Relaxed);
         }
+        self.stats.waiting.store(self.waiting.len() as u64, Relaxed);
     }
 
     fn finish(&mut self, id: u64) {

@@ -15,7 +15,7 @@ use benchplan::plan::sim::{Preset, SimParams};
 use benchplan::plan::{Backend, CaseParams, Dataset, Metric};
 use serde_json::Value;
 
-use crate::support::{benchplan, read_request, repo, stderr};
+use crate::support::{benchplan, read_request, repo, stderr, tempdir};
 
 use crate::support::sim_service as sim;
 
@@ -227,7 +227,7 @@ async fn pooling_requests_count_inputs_and_tokens_as_vllm() {
 
 /// Runs `benchplan bench` with `args` into a fresh folder; the one result it wrote.
 fn bench_result(args: &[&str]) -> (Value, String) {
-    let dir = tempdir("bench");
+    let dir = tempdir("parity-bench");
     let d = dir.display().to_string();
     let mut all = vec![
         "bench",
@@ -247,19 +247,6 @@ fn bench_result(args: &[&str]) -> (Value, String) {
     let name = file.file_name().unwrap().to_string_lossy().into_owned();
     let v = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     (v, name)
-}
-
-fn tempdir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "benchplan-parity-{tag}-{}-{:x}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 #[test]

@@ -9,20 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::support::{SimProcess, benchplan, read_json, repo, stderr, stdout};
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "benchplan-vllm-cli-{tag}-{}-{:x}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use crate::support::{SimProcess, benchplan, read_json, repo, stderr, stdout, tempdir};
 
 /// vLLM 0.33's `vllm bench serve` flags, from the committed list.
 fn vllm_flags() -> Vec<String> {
@@ -151,7 +138,7 @@ fn results_in(dir: &Path) -> Vec<(String, Value)> {
 
 #[test]
 fn a_vllm_bench_sweep_saves_one_result_per_point_and_a_summary() {
-    let dir = tempdir("sweep");
+    let dir = tempdir("vllm-cli-sweep");
     let d = dir.display().to_string();
     // The seed's vllm-bench command line, against the simulator.
     let out = benchplan(&[
@@ -240,7 +227,7 @@ fn a_vllm_bench_sweep_saves_one_result_per_point_and_a_summary() {
 
 #[test]
 fn a_rate_sweep_and_bad_sweep_lists() {
-    let dir = tempdir("rate");
+    let dir = tempdir("vllm-cli-rate");
     let d = dir.display().to_string();
     let out = benchplan(&[
         "bench",
@@ -328,8 +315,8 @@ fn result_with_itl(dir: &Path, itl: &str) -> PathBuf {
 
 #[test]
 fn the_vllm_bench_compare_form_has_compares_output_and_exit_codes() {
-    let base = result_with_itl(&tempdir("cmp-base"), "1ms");
-    let cand = result_with_itl(&tempdir("cmp-cand"), "8ms");
+    let base = result_with_itl(&tempdir("vllm-cli-cmp-base"), "1ms");
+    let cand = result_with_itl(&tempdir("vllm-cli-cmp-cand"), "8ms");
     let (b, c) = (base.to_str().unwrap(), cand.to_str().unwrap());
     let ours = benchplan(&["compare", b, c]);
     let theirs = benchplan(&["bench", "--compare", b, c]);
@@ -341,7 +328,7 @@ fn the_vllm_bench_compare_form_has_compares_output_and_exit_codes() {
     let same = benchplan(&["bench", "--compare", b, b]);
     assert_eq!(same.status.code(), Some(0), "{}", stdout(&same));
     // An --append-result file compares by its last line, as vllm-bench reads it.
-    let lines = tempdir("cmp-lines").join("runs.jsonl");
+    let lines = tempdir("vllm-cli-cmp-lines").join("runs.jsonl");
     let text = format!(
         "{}\n{}\n",
         std::fs::read_to_string(&cand).unwrap().trim(),
@@ -378,33 +365,23 @@ fn lora_count(metrics: &str, lora: &str) -> u64 {
         .map_or(0, |n| n.parse().unwrap())
 }
 
-#[test]
-fn lora_modules_pick_an_adapter_per_request_as_vllm_and_record_it() {
-    let sim = SimProcess::start(&[
-        "--preset",
-        "fast",
-        "--set",
-        r#"lora_modules=["sql-lora","chat-lora"]"#,
-    ]);
-    let dir = tempdir("lora");
-    let d = dir.display().to_string();
-    let tok = repo()
-        .join("tests/fixtures/tokenizer")
-        .display()
-        .to_string();
-    let out = benchplan(&[
+/// `benchplan bench` against `url` with small random requests and `args`; its exit
+/// and the one result it saved.
+fn bench_lora(url: &str, args: &[&str]) -> (std::process::Output, Option<Value>) {
+    let dir = tempdir("vllm-cli-lora");
+    let (d, tok) = (
+        dir.display().to_string(),
+        repo()
+            .join("tests/fixtures/tokenizer")
+            .display()
+            .to_string(),
+    );
+    let mut all = vec![
         "bench",
         "--base-url",
-        &sim.url,
+        url,
         "--tokenizer",
         &tok,
-        "--lora-modules",
-        "sql-lora",
-        "chat-lora",
-        "--lora-assignment",
-        "round-robin",
-        "--num-prompts",
-        "9",
         "--random-input-len",
         "8",
         "--random-output-len",
@@ -414,26 +391,52 @@ fn lora_modules_pick_an_adapter_per_request_as_vllm_and_record_it() {
         "--result-dir",
         &d,
         "--disable-tqdm",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let file = std::fs::read_dir(&dir)
+    ];
+    all.extend_from_slice(args);
+    let out = benchplan(&all);
+    let result = std::fs::read_dir(&dir)
         .unwrap()
         .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let r = read_json(&file);
-    assert_eq!(r["completed"], 9, "the server knew every adapter named");
-    let lora = &r["benchplan"]["lora"];
-    let per: Vec<&str> = lora["per_request"]
+        .map(|e| read_json(&e.unwrap().path()));
+    (out, result)
+}
+
+fn per_request(r: &Value) -> Vec<String> {
+    r["benchplan"]["lora"]["per_request"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn lora_modules_pick_an_adapter_per_request_as_vllm_and_record_it() {
+    let sim = SimProcess::start(&[
+        "--preset",
+        "fast",
+        "--set",
+        r#"lora_modules=["sql-lora","chat-lora"]"#,
+    ]);
+    let (out, r) = bench_lora(
+        &sim.url,
+        &[
+            "--lora-modules",
+            "sql-lora",
+            "chat-lora",
+            "--lora-assignment",
+            "round-robin",
+            "--num-prompts",
+            "9",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r = r.expect("a result");
+    assert_eq!(r["completed"], 9, "the server knew every adapter named");
     // Round-robin: request i takes adapter i mod 2.
     let expect: Vec<&str> = (0..9).map(|i| ["sql-lora", "chat-lora"][i % 2]).collect();
-    assert_eq!(per, expect);
+    assert_eq!(per_request(&r), expect);
+    let lora = &r["benchplan"]["lora"];
     assert_eq!(lora["adapters"]["sql-lora"]["completed"], 5);
     assert_eq!(lora["adapters"]["chat-lora"]["completed"], 4);
     assert_eq!(lora["assignment"], "round-robin");
@@ -447,44 +450,18 @@ fn lora_modules_pick_an_adapter_per_request_as_vllm_and_record_it() {
 
     // Random assignment: seeded, so the same seed names the same adapters; both used.
     let picks = |seed: &str| -> Vec<String> {
-        let dir = tempdir("lora-random");
-        let d = dir.display().to_string();
-        let out = benchplan(&[
-            "bench",
-            "--base-url",
-            &sim.url,
-            "--tokenizer",
-            &tok,
+        let args = [
             "--lora-modules",
             "sql-lora",
             "chat-lora",
             "--num-prompts",
             "40",
-            "--random-input-len",
-            "8",
-            "--random-output-len",
-            "2",
             "--seed",
             seed,
-            "--no-smoke",
-            "--save-result",
-            "--result-dir",
-            &d,
-            "--disable-tqdm",
-        ]);
+        ];
+        let (out, r) = bench_lora(&sim.url, &args);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let file = std::fs::read_dir(&dir)
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
-        read_json(&file)["benchplan"]["lora"]["per_request"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_string())
-            .collect()
+        per_request(&r.expect("a result"))
     };
     let a = picks("3");
     assert_eq!(a, picks("3"));
@@ -494,23 +471,10 @@ fn lora_modules_pick_an_adapter_per_request_as_vllm_and_record_it() {
         "40 fair draws give both adapters: {sql}"
     );
     // An adapter the server does not serve is a counted failure, not a crash.
-    let out = benchplan(&[
-        "bench",
-        "--base-url",
+    let (out, _) = bench_lora(
         &sim.url,
-        "--tokenizer",
-        &tok,
-        "--lora-modules",
-        "missing-lora",
-        "--num-prompts",
-        "3",
-        "--random-input-len",
-        "8",
-        "--random-output-len",
-        "2",
-        "--no-smoke",
-        "--disable-tqdm",
-    ]);
+        &["--lora-modules", "missing-lora", "--num-prompts", "3"],
+    );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("no request succeeded"),
@@ -521,7 +485,7 @@ fn lora_modules_pick_an_adapter_per_request_as_vllm_and_record_it() {
 
 #[test]
 fn init_writes_a_plan_that_validates_as_written() {
-    let dir = tempdir("init");
+    let dir = tempdir("vllm-cli-init");
     let plan = dir.join("benchplan.toml");
     let p = plan.to_str().unwrap();
     let out = benchplan(&["init", p]);
@@ -590,7 +554,7 @@ fn completions_and_man_pages_come_from_the_command_line_itself() {
         page.starts_with(".ie") || page.contains(".TH benchplan"),
         "{page}"
     );
-    let dir = tempdir("man");
+    let dir = tempdir("vllm-cli-man");
     let out = benchplan(&["man", "--dir", dir.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let bench = std::fs::read_to_string(dir.join("benchplan-bench.1")).unwrap();

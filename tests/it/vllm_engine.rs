@@ -7,20 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{SimProcess, batch_dir, read_json, repo};
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "benchplan-vllm-engine-{tag}-{}-{:x}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use crate::support::{SimProcess, batch_dir, read_json, repo, tempdir};
 
 fn fake() -> String {
     repo()
@@ -62,7 +49,7 @@ fn case_results(batch: &Path) -> Vec<Value> {
 #[test]
 fn a_plan_runs_vllm_bench_serve_per_case_and_judges_its_numbers() {
     let sim = SimProcess::start(&["--preset", "fast"]);
-    let dir = tempdir("run");
+    let dir = tempdir("vllm-engine-run");
     let log = dir.join("vllm.log");
     let plan = dir.join("plan.toml");
     std::fs::write(
@@ -195,7 +182,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn an_optimize_search_reads_vllms_numbers() {
     let sim = SimProcess::start(&["--preset", "fast"]);
-    let dir = tempdir("opt");
+    let dir = tempdir("vllm-engine-opt");
     let plan = dir.join("plan.toml");
     std::fs::write(
         &plan,
@@ -265,7 +252,7 @@ validation = {{ multiplier = 1, floor = 5 }}
 #[test]
 fn a_missing_vllm_is_a_clear_error_and_plans_it_cannot_run_are_refused() {
     let sim = SimProcess::start(&["--preset", "fast"]);
-    let dir = tempdir("missing");
+    let dir = tempdir("vllm-engine-missing");
     let write = |name: &str, svc: &str, dataset: &str| -> PathBuf {
         let p = dir.join(name);
         std::fs::write(
@@ -279,36 +266,28 @@ fn a_missing_vllm_is_a_clear_error_and_plans_it_cannot_run_are_refused() {
         p
     };
     let random = "{ name = \"random\", input_len = 8, output_len = 2 }";
-    // No vllm on PATH.
-    let empty = tempdir("empty-path");
-    let plan = write("path.toml", "", random);
-    let out = run(
-        &[
+    // `run` of a plan that must fail its one case: exit 1 and the report's text.
+    let failed_report = |plan: &Path, results: &str, env: &[(&str, &str)]| -> String {
+        let results = dir.join(results);
+        let args = [
             "run",
             plan.to_str().unwrap(),
             "--results-dir",
-            dir.join("r1").to_str().unwrap(),
+            results.to_str().unwrap(),
             "--quiet",
-        ],
-        &[("PATH", empty.to_str().unwrap())],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let report = std::fs::read_to_string(batch_dir(&dir.join("r1")).join("report.md")).unwrap();
+        ];
+        let out = run(&args, env);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        std::fs::read_to_string(batch_dir(&results).join("report.md")).unwrap()
+    };
+    // No vllm on PATH.
+    let empty = tempdir("vllm-engine-empty-path");
+    let plan = write("path.toml", "", random);
+    let report = failed_report(&plan, "r1", &[("PATH", empty.to_str().unwrap())]);
     assert!(report.contains("pip install vllm"), "{report}");
     // A vllm_path that does not exist.
     let plan = write("bad.toml", "vllm_path = \"/nonexistent/bin/vllm\"", random);
-    let out = run(
-        &[
-            "run",
-            plan.to_str().unwrap(),
-            "--results-dir",
-            dir.join("r2").to_str().unwrap(),
-            "--quiet",
-        ],
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let report = std::fs::read_to_string(batch_dir(&dir.join("r2")).join("report.md")).unwrap();
+    let report = failed_report(&plan, "r2", &[]);
     assert!(
         report.contains("/nonexistent/bin/vllm does not exist"),
         "{report}"

@@ -74,15 +74,6 @@ fn percentiles(text: Option<&str>) -> Result<Vec<f64>, String> {
         .collect()
 }
 
-/// How vLLM names a percentile in result keys: `p99`, `p99.9`.
-fn pct_name(p: f64) -> String {
-    if p.fract() == 0.0 {
-        format!("{}", p as i64)
-    } else {
-        format!("{p}")
-    }
-}
-
 /// The summary's columns: (header, result key).
 fn columns(extra: &[f64]) -> Vec<(String, String)> {
     let mut c: Vec<(String, String)> = [
@@ -101,7 +92,7 @@ fn columns(extra: &[f64]) -> Vec<(String, String)> {
         if p == 50.0 || p == 90.0 {
             continue;
         }
-        let n = pct_name(p);
+        let n = crate::slo::percentile_label(p);
         c.push((format!("P{n} TTFT(ms)"), format!("p{n}_ttft_ms")));
         c.push((format!("P{n} TPOT(ms)"), format!("p{n}_tpot_ms")));
     }

@@ -30,3 +30,4 @@ pub mod sim;
 pub mod slo;
 pub mod timefmt;
 pub mod tokenizer;
+pub mod wav;

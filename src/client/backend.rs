@@ -6,6 +6,12 @@
 //! merged last, where `null` removes a key (the way to drop a default a strict server
 //! rejects).
 //!
+//! `openai-audio` sends a `multipart/form-data` form instead (vLLM's
+//! `async_request_openai_audio`): the clip as `file`, then `model`,
+//! `max_completion_tokens`, `stream`, `language=en`, `stream_include_usage` and
+//! `stream_continuous_usage_stats` as text fields, written as Python's `str()` writes
+//! them (`True`), with the sampling parameters and `extra_body` after them.
+//!
 //! Deliberate difference (declared as the `extra_body_rerank` deviation): `extra_body`
 //! applies to rerank too, where vLLM ignores it.
 
@@ -25,6 +31,20 @@ pub enum Prompt {
     },
     /// A ready chat `messages` list (multimodal parts, conversation history).
     Messages(Value),
+    /// An audio clip to transcribe or translate (`openai-audio`).
+    Audio(std::sync::Arc<AudioClip>),
+}
+
+/// One audio clip a request uploads.
+#[derive(Debug, PartialEq)]
+pub struct AudioClip {
+    /// The WAV file, as sent.
+    pub wav: Vec<u8>,
+    /// The file name the form gives it (vLLM: `audio.wav` for made clips, the file's own
+    /// name for clips read from disk).
+    pub filename: String,
+    /// Seconds of audio (vLLM's `input_audio_duration`, which RTFx sums).
+    pub duration: f64,
 }
 
 /// One request of a case, before it is sent.
@@ -49,7 +69,40 @@ impl RequestInput {
         match &self.prompt {
             Prompt::Batch(b) => b.len() as u64,
             Prompt::Rerank { documents, .. } => documents.len() as u64,
-            Prompt::Text(_) | Prompt::Messages(_) => 1,
+            Prompt::Text(_) | Prompt::Messages(_) | Prompt::Audio(_) => 1,
+        }
+    }
+
+    /// A small request any server of `backend` answers (a smoke test, a probe): "Say
+    /// hello.", or for an audio backend a quiet one-second clip.
+    pub fn hello(backend: Backend, output_len: u64) -> RequestInput {
+        let prompt = if backend == Backend::OpenaiAudio {
+            let mut x = 0.5;
+            Prompt::Audio(std::sync::Arc::new(AudioClip {
+                wav: crate::wav::synthesize(1.0, 16_000, || {
+                    x = (x * 3.9) % 1.0;
+                    x
+                }),
+                filename: "audio.wav".into(),
+                duration: 1.0,
+            }))
+        } else {
+            Prompt::Text("Say hello.".into())
+        };
+        RequestInput {
+            prompt,
+            prompt_len: 3,
+            output_len,
+            arrival: None,
+            model: None,
+        }
+    }
+
+    /// Seconds of audio the request uploads (0 without a clip).
+    pub fn audio_duration(&self) -> f64 {
+        match &self.prompt {
+            Prompt::Audio(a) => a.duration,
+            _ => 0.0,
         }
     }
 
@@ -66,6 +119,8 @@ impl RequestInput {
                 query: p(query),
                 documents: documents.iter().map(|t| p(t)).collect(),
             },
+            // A clip has no text to prefix; the audio tokens are what a cache would hold.
+            Prompt::Audio(a) => Prompt::Audio(a.clone()),
             Prompt::Messages(m) => {
                 let mut m = m.clone();
                 let first_text = m.as_array_mut().and_then(|msgs| {
@@ -115,6 +170,7 @@ pub fn build_body(
                     Value::String(format!("{query} {}", documents.join(" ")))
                 }
                 Prompt::Messages(m) => Value::String(messages_text(m)),
+                Prompt::Audio(_) => Value::String(String::new()),
             };
             body.insert("prompt".into(), prompt);
             body.insert(
@@ -137,6 +193,7 @@ pub fn build_body(
                 Prompt::Rerank { query, documents } => {
                     json!([{"role": "user", "content": [{"type": "text", "text": format!("{query} {}", documents.join(" "))}]}])
                 }
+                Prompt::Audio(_) => json!([{"role": "user", "content": ""}]),
             };
             body.insert("messages".into(), messages);
             body.insert("max_completion_tokens".into(), json!(input.output_len));
@@ -152,6 +209,7 @@ pub fn build_body(
                 Prompt::Rerank { query, documents } => {
                     Value::String(format!("{query} {}", documents.join(" ")))
                 }
+                Prompt::Audio(_) => Value::String(String::new()),
             };
             body.insert("input".into(), input_v);
             body.insert("max_output_tokens".into(), json!(input.output_len));
@@ -166,6 +224,7 @@ pub fn build_body(
                 Prompt::Text(t) => Value::String(t.clone()),
                 Prompt::Rerank { query, .. } => Value::String(query.clone()),
                 Prompt::Messages(m) => Value::String(messages_text(m)),
+                Prompt::Audio(_) => Value::String(String::new()),
             };
             body.insert("input".into(), input_v);
             body.insert("truncate_prompt_tokens".into(), json!(-1));
@@ -179,21 +238,63 @@ pub fn build_body(
                     b.iter().skip(1).cloned().collect(),
                 ),
                 Prompt::Messages(m) => (messages_text(m), vec![]),
+                Prompt::Audio(_) => (String::new(), vec![]),
             };
             body.insert("query".into(), Value::String(query));
             body.insert("documents".into(), json!(documents));
             body.insert("truncate_prompt_tokens".into(), json!(-1));
         }
+        Backend::OpenaiAudio => {
+            body.insert("max_completion_tokens".into(), json!(input.output_len));
+            body.insert("stream".into(), Value::Bool(true));
+            body.insert("language".into(), json!("en"));
+            // Form fields are flat: vLLM sends stream_options as these two.
+            body.insert("stream_include_usage".into(), Value::Bool(true));
+            body.insert("stream_continuous_usage_stats".into(), Value::Bool(true));
+            sampling(&mut body, params);
+        }
     }
     if let Some(extra) = &params.extra_body {
         merge_extra(&mut body, extra);
     }
+    if backend == Backend::OpenaiAudio {
+        return audio_form(&body, &input.prompt);
+    }
     serde_json::to_vec(&Value::Object(body)).expect("a JSON map serialises")
+}
+
+/// The multipart form of an audio request: the clip, then the fields in order.
+fn audio_form(fields: &Map<String, Value>, prompt: &Prompt) -> Vec<u8> {
+    use super::multipart::Form;
+    let clip = match prompt {
+        Prompt::Audio(a) => Some(a),
+        _ => None,
+    };
+    let mut form = Form::with_capacity(clip.map_or(0, |a| a.wav.len()));
+    if let Some(a) = clip {
+        form.file("file", &a.filename, "audio/wav", &a.wav);
+    }
+    for (k, v) in fields {
+        // As Python's str() writes a value: True/False, numbers as written, JSON otherwise.
+        let text = match v {
+            Value::String(s) => s.clone(),
+            Value::Bool(true) => "True".into(),
+            Value::Bool(false) => "False".into(),
+            other => other.to_string(),
+        };
+        form.text(k, &text);
+    }
+    form.finish()
 }
 
 fn streaming(body: &mut Map<String, Value>, p: &CaseParams) {
     body.insert("stream".into(), Value::Bool(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
+    sampling(body, p);
+}
+
+/// `ignore_eos` and the sampling parameters that are set.
+fn sampling(body: &mut Map<String, Value>, p: &CaseParams) {
     if p.ignore_eos == Some(true) {
         body.insert("ignore_eos".into(), Value::Bool(true));
     }
@@ -218,7 +319,8 @@ fn streaming(body: &mut Map<String, Value>, p: &CaseParams) {
 pub fn merge_extra(body: &mut Map<String, Value>, extra: &Map<String, Value>) {
     for (k, v) in extra {
         if v.is_null() {
-            body.remove(k);
+            // shift_remove keeps the order of the rest (a form's fields are sent in it).
+            body.shift_remove(k);
         } else {
             body.insert(k.clone(), v.clone());
         }

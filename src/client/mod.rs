@@ -6,6 +6,7 @@ pub mod chunk;
 mod chunk_scan;
 pub mod h1;
 pub mod http;
+pub mod multipart;
 pub mod request;
 pub mod responses;
 pub mod rx_time;

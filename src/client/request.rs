@@ -43,6 +43,9 @@ pub struct Limits {
     pub total: Duration,
 }
 
+/// The content type of a JSON request body.
+const JSON: &str = "application/json";
+
 /// Error bodies are read up to this much for their message; the rest is not needed.
 const ERROR_BODY_BYTES: usize = 64 * 1024;
 /// Error messages keep this many characters.
@@ -185,6 +188,7 @@ pub async fn send_input(
     let body = build_body(target.backend, &target.model, input, params);
     let mut o = send_sized(target, body, request_id, extra, input.output_len).await;
     o.sample.input_sequences = input.input_sequences();
+    o.sample.input_audio_duration = input.audio_duration();
     o
 }
 
@@ -336,8 +340,18 @@ async fn open<'a>(
     extra: Option<HeaderMap>,
     times: &mut h1::SendTimes,
 ) -> Result<Body<'a>, (&'static str, String)> {
+    let content_type = match target.backend {
+        Backend::OpenaiAudio => super::multipart::CONTENT_TYPE,
+        _ => JSON,
+    };
     if let Some(native) = &target.native {
-        let extra = extra.unwrap_or_default();
+        let mut extra = extra.unwrap_or_default();
+        if content_type != JSON {
+            extra.insert(
+                reqwest::header::CONTENT_TYPE,
+                reqwest::header::HeaderValue::from_static(content_type),
+            );
+        }
         return native
             .pool
             .post(
@@ -362,7 +376,7 @@ async fn open<'a>(
         .client
         .post(&target.url)
         .headers(target.headers.clone())
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(reqwest::header::CONTENT_TYPE, content_type)
         .body(body);
     if let Some(extra) = extra {
         req = req.headers(extra);
@@ -438,11 +452,17 @@ async fn send_inner(
         return read_pooling(resp, sent, target.limits, &mut out.sample).await;
     }
     let api = match target.backend {
-        Backend::OpenaiChat => Api::Chat,
+        // A transcription streams chat-shaped chunks (`choices[0].delta.content`).
+        Backend::OpenaiChat | Backend::OpenaiAudio => Api::Chat,
         Backend::OpenaiResponses => Api::Responses,
         _ => Api::Completions,
     };
     read_stream(resp, sent, api, target.limits, &mut out.sample).await;
+    if target.backend == Backend::OpenaiAudio {
+        // vLLM's audio request reads only completion_tokens from usage: the input
+        // counted is the dataset's prompt_len, whatever the server says the audio took.
+        out.sample.usage_prompt = None;
+    }
 }
 
 /// A pooling answer (vLLM's `_run_pooling_request`): TTFT = latency = the whole body

@@ -81,6 +81,27 @@ pub fn print(p: &Planned) -> Exit {
             five(&outs),
             total
         );
+        // Audio cases upload clips: their lengths are the workload more than the tokens.
+        let secs: Vec<f64> = inputs.iter().map(|r| r.audio_duration()).collect();
+        if secs.iter().any(|s| *s > 0.0) {
+            let five_s = |v: &[f64]| {
+                format!(
+                    "{:.2}/{:.2}/{:.2}/{:.2}/{:.2}",
+                    v.iter().copied().fold(f64::INFINITY, f64::min),
+                    mean(v),
+                    percentile(v, 50.0),
+                    percentile(v, 99.0),
+                    v.iter().copied().fold(0.0, f64::max)
+                )
+            };
+            println!(
+                "{:<44} {:>6}  audio s min/mean/p50/p99/max {}  total {:.1} s",
+                "",
+                "",
+                five_s(&secs),
+                secs.iter().sum::<f64>()
+            );
+        }
     }
     Exit::Ok
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use crate::client::backend::{Prompt, RequestInput, build_body};
+use crate::client::backend::{RequestInput, build_body};
 use crate::client::request::{Limits, Target, send};
 use crate::exit::Exit;
 use crate::load::target::{Resolved, discover_model};
@@ -57,13 +57,7 @@ pub async fn smoke(r: &Resolved, svc: &Service, params: &CaseParams) -> Result<(
         idle: Duration::from_secs(60),
         ..Limits::default()
     };
-    let input = RequestInput {
-        model: None,
-        prompt: Prompt::Text("Say hello.".into()),
-        prompt_len: 3,
-        output_len: 4,
-        arrival: None,
-    };
+    let input = RequestInput::hello(target.backend, 4);
     let o = send(
         &target,
         build_body(target.backend, &target.model, &input, params),
@@ -340,13 +334,7 @@ pub fn run(args: ProbeArgs) -> Exit {
                 backend: Some(b),
                 ..CaseParams::default()
             };
-            let input = RequestInput {
-                model: None,
-                prompt: Prompt::Text("Say hello.".into()),
-                prompt_len: 3,
-                output_len: 8,
-                arrival: None,
-            };
+            let input = RequestInput::hello(b, 8);
             let o = send(&target, build_body(b, &model, &input, &params), None)
                 .await
                 .sample;

@@ -20,14 +20,14 @@ fn read(dir: &Path, path: Option<&PathBuf>, kind: &str) -> Result<(PathBuf, Stri
     Ok((full, text))
 }
 
-fn shuffle<T>(v: &mut [T], rng: &mut Rng) {
+pub(super) fn shuffle<T>(v: &mut [T], rng: &mut Rng) {
     for i in (1..v.len()).rev() {
         v.swap(i, rng.range(0, i as u64) as usize);
     }
 }
 
 /// vLLM's `maybe_oversample_requests`: repeat random samples until there are `n`.
-fn oversample(
+pub(super) fn oversample(
     mut v: Vec<RequestInput>,
     n: usize,
     no_oversample: bool,

@@ -2,6 +2,7 @@
 //! never measured. Each single-turn kind returns one [`RequestInput`] per request;
 //! `multi_turn` builds [`conversations::Conversations`] instead.
 
+pub mod audio;
 pub mod conversations;
 pub mod files;
 pub mod image;
@@ -37,6 +38,8 @@ pub fn build(
             params.backend() == crate::plan::Backend::OpenaiChat,
         ),
         Dataset::Burstgpt(d) => files::burstgpt(d, n, seed, tokens, dir),
+        Dataset::RandomAudio(d) => audio::random_audio(d, n, seed, tokens),
+        Dataset::CustomAudio(d) => audio::custom_audio(d, n, seed, tokens, dir),
         Dataset::MultiTurn(_) => {
             Err("multi_turn builds conversations: use dataset::conversations::build".into())
         }

@@ -39,6 +39,13 @@ pub enum Dataset {
     /// Multi-turn conversations, synthetic or from a ShareGPT file.
     #[serde(rename = "multi_turn")]
     MultiTurn(MultiTurnDataset),
+    /// Synthetic WAV clips of a requested length, for `openai-audio`.
+    #[serde(rename = "random-audio")]
+    RandomAudio(RandomAudioDataset),
+    /// Local audio clips (an ASR set): a JSONL file of `{"audio": "clip.wav", …}` rows
+    /// or a folder of .wav files, for `openai-audio` (vLLM's `custom_audio`).
+    #[serde(rename = "custom_audio")]
+    CustomAudio(CustomAudioDataset),
 }
 
 impl Default for Dataset {
@@ -73,7 +80,7 @@ pub fn is_dataset_key(key: &str) -> bool {
 }
 
 impl Dataset {
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 10] = [
         "random",
         "random-mm",
         "random-rerank",
@@ -82,6 +89,8 @@ impl Dataset {
         "custom",
         "burstgpt",
         "multi_turn",
+        "random-audio",
+        "custom_audio",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -94,6 +103,8 @@ impl Dataset {
             Dataset::Custom(_) => "custom",
             Dataset::Burstgpt(_) => "burstgpt",
             Dataset::MultiTurn(_) => "multi_turn",
+            Dataset::RandomAudio(_) => "random-audio",
+            Dataset::CustomAudio(_) => "custom_audio",
         }
     }
 
@@ -104,6 +115,7 @@ impl Dataset {
             Dataset::Custom(d) => d.path.as_ref(),
             Dataset::Burstgpt(d) => d.path.as_ref(),
             Dataset::MultiTurn(d) => d.path.as_ref(),
+            Dataset::CustomAudio(d) => d.path.as_ref(),
             _ => None,
         }
     }
@@ -112,8 +124,16 @@ impl Dataset {
     pub fn requires_path(&self) -> bool {
         matches!(
             self,
-            Dataset::Sharegpt(_) | Dataset::Custom(_) | Dataset::Burstgpt(_)
+            Dataset::Sharegpt(_)
+                | Dataset::Custom(_)
+                | Dataset::Burstgpt(_)
+                | Dataset::CustomAudio(_)
         )
+    }
+
+    /// Whether requests carry audio clips (the `openai-audio` backend's multipart upload).
+    pub fn is_audio(&self) -> bool {
+        matches!(self, Dataset::RandomAudio(_) | Dataset::CustomAudio(_))
     }
 
     /// Whether requests carry images (chat content parts).
@@ -158,6 +178,70 @@ impl Default for RandomDataset {
             output_range_ratio: None,
             prefix_len: 0,
             batch_size: 1,
+        }
+    }
+}
+
+/// Synthetic audio clips: mono 16-bit PCM WAV, a tone under noise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct RandomAudioDataset {
+    /// Mean clip length ("10s", "500ms").
+    pub duration: Dur,
+    /// Clip lengths are uniform within this ratio around the mean; r in [0, 1).
+    pub duration_range_ratio: f64,
+    /// Samples a second (16 kHz is what Whisper-style models take).
+    pub sample_rate: u32,
+    /// Mean output length in tokens (max_completion_tokens).
+    pub output_len: u64,
+    /// Output lengths are uniform within this ratio around the mean; r in [0, 1).
+    pub range_ratio: f64,
+}
+
+impl Default for RandomAudioDataset {
+    fn default() -> Self {
+        RandomAudioDataset {
+            duration: Dur::from_secs_f64(10.0),
+            duration_range_ratio: 0.0,
+            sample_rate: 16_000,
+            output_len: 128,
+            range_ratio: 0.0,
+        }
+    }
+}
+
+/// Local audio clips.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct CustomAudioDataset {
+    /// A JSONL file (one `{"audio": "clip.wav", "prompt"?, "output_tokens"?}` a line,
+    /// clip paths relative to the file) or a folder whose .wav files are the clips;
+    /// relative to the plan's folder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// Output length; -1 uses each line's `output_tokens`.
+    pub output_len: i64,
+    /// Skip clips shorter than this (vLLM's --asr-min-audio-len-sec).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_duration: Option<Dur>,
+    /// Skip clips longer than this (vLLM's --asr-max-audio-len-sec).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_duration: Option<Dur>,
+    /// Do not repeat clips to reach num_prompts.
+    pub no_oversample: bool,
+    /// Keep the file (or sorted folder) order.
+    pub disable_shuffle: bool,
+}
+
+impl Default for CustomAudioDataset {
+    fn default() -> Self {
+        CustomAudioDataset {
+            path: None,
+            output_len: 256,
+            min_duration: None,
+            max_duration: None,
+            no_oversample: false,
+            disable_shuffle: false,
         }
     }
 }

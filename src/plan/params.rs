@@ -23,6 +23,10 @@ pub enum Backend {
     OpenaiChat,
     /// Responses API (`/v1/responses`), streamed as typed events.
     OpenaiResponses,
+    /// Audio transcription or translation (`/v1/audio/transcriptions` or
+    /// `/v1/audio/translations`): a multipart upload of a WAV clip, streamed back as
+    /// chat-style chunks.
+    OpenaiAudio,
     /// Embeddings API (`/v1/embeddings`), a pooling backend.
     OpenaiEmbeddings,
     /// vLLM's rerank API (`/v1/rerank`), a pooling backend.
@@ -30,11 +34,12 @@ pub enum Backend {
 }
 
 impl Backend {
-    pub const ALL: [Backend; 6] = [
+    pub const ALL: [Backend; 7] = [
         Backend::Vllm,
         Backend::Openai,
         Backend::OpenaiChat,
         Backend::OpenaiResponses,
+        Backend::OpenaiAudio,
         Backend::OpenaiEmbeddings,
         Backend::VllmRerank,
     ];
@@ -45,6 +50,7 @@ impl Backend {
             Backend::Openai => "openai",
             Backend::OpenaiChat => "openai-chat",
             Backend::OpenaiResponses => "openai-responses",
+            Backend::OpenaiAudio => "openai-audio",
             Backend::OpenaiEmbeddings => "openai-embeddings",
             Backend::VllmRerank => "vllm-rerank",
         }
@@ -56,6 +62,7 @@ impl Backend {
             Backend::Vllm | Backend::Openai => "/v1/completions",
             Backend::OpenaiChat => "/v1/chat/completions",
             Backend::OpenaiResponses => "/v1/responses",
+            Backend::OpenaiAudio => "/v1/audio/transcriptions",
             Backend::OpenaiEmbeddings => "/v1/embeddings",
             Backend::VllmRerank => "/v1/rerank",
         }
@@ -67,6 +74,8 @@ impl Backend {
             Backend::Vllm | Backend::Openai => "completions",
             Backend::OpenaiChat => "chat/completions",
             Backend::OpenaiResponses => "responses",
+            // `translations` fits as well (see accepts_endpoint).
+            Backend::OpenaiAudio => "transcriptions",
             Backend::OpenaiEmbeddings => "embeddings",
             Backend::VllmRerank => "rerank",
         }
@@ -75,7 +84,9 @@ impl Backend {
     /// Whether an endpoint path fits this backend (vLLM also accepts `profile`).
     pub fn accepts_endpoint(self, endpoint: &str) -> bool {
         let e = endpoint.trim_end_matches('/');
-        let suffix_ok = e.ends_with(self.endpoint_suffix()) || e.ends_with("profile");
+        let suffix_ok = e.ends_with(self.endpoint_suffix())
+            || e.ends_with("profile")
+            || (self == Backend::OpenaiAudio && e.ends_with("translations"));
         // `/v1/chat/completions` also ends with `completions`: the completions backends must not take it.
         let chat = e.ends_with("chat/completions");
         suffix_ok && (matches!(self, Backend::OpenaiChat) || !chat)
@@ -94,6 +105,7 @@ pub enum BackendArg {
     Openai,
     OpenaiChat,
     OpenaiResponses,
+    OpenaiAudio,
     OpenaiEmbeddings,
     VllmRerank,
 }
@@ -105,6 +117,7 @@ impl From<BackendArg> for Backend {
             BackendArg::Openai => Backend::Openai,
             BackendArg::OpenaiChat => Backend::OpenaiChat,
             BackendArg::OpenaiResponses => Backend::OpenaiResponses,
+            BackendArg::OpenaiAudio => Backend::OpenaiAudio,
             BackendArg::OpenaiEmbeddings => Backend::OpenaiEmbeddings,
             BackendArg::VllmRerank => Backend::VllmRerank,
         }

@@ -429,6 +429,26 @@ pub fn check_case(
             "sends images, which need the chat API",
         ));
     }
+    if ds.is_audio() && backend != Backend::OpenaiAudio {
+        out.push(need(
+            Backend::OpenaiAudio,
+            "uploads audio clips, which need the audio API",
+        ));
+    }
+    if backend == Backend::OpenaiAudio && !ds.is_audio() {
+        out.push(
+            Diagnostic::error(
+                backend_origin(case, source, "backend"),
+                format!(
+                    "backend `openai-audio` uploads audio clips, and dataset `{}` has none",
+                    ds.name()
+                ),
+            )
+            .with_help(
+                "set dataset = { name = \"random-audio\", duration = \"10s\" } or { name = \"custom_audio\", path = \"clips/\" }",
+            ),
+        );
+    }
     if matches!(ds, Dataset::RandomRerank(_)) && backend != Backend::VllmRerank {
         out.push(need(Backend::VllmRerank, "builds rerank queries"));
     }
@@ -529,7 +549,9 @@ pub fn check_case(
     // Files a dataset reads.
     if let Some(path) = ds.path() {
         let full = source.dir.join(path);
-        if !full.is_file() {
+        // custom_audio also takes a folder of clips.
+        let folder_ok = matches!(ds, Dataset::CustomAudio(_)) && full.is_dir();
+        if !full.is_file() && !folder_ok {
             out.push(
                 Diagnostic::error(
                     join_key(&at("dataset"), "path"),
@@ -749,6 +771,32 @@ fn check_lengths(ds: &Dataset, at: &dyn Fn() -> String, out: &mut Vec<Diagnostic
             need_pos("output_len", d.output_len);
         }
         Dataset::MultiTurn(d) => check_multi_turn(d, at, out),
+        Dataset::RandomAudio(d) => {
+            need_pos("output_len", d.output_len);
+            need_pos("sample_rate", u64::from(d.sample_rate));
+            if d.duration.0.is_zero() {
+                out.push(Diagnostic::error(
+                    join_key(&at(), "duration"),
+                    "`duration` must be longer than 0 s",
+                ));
+            }
+            ratios.push(("range_ratio", d.range_ratio));
+            ratios.push(("duration_range_ratio", d.duration_range_ratio));
+        }
+        Dataset::CustomAudio(d) => {
+            if let (Some(lo), Some(hi)) = (d.min_duration, d.max_duration)
+                && lo.0 > hi.0
+            {
+                out.push(Diagnostic::error(
+                    join_key(&at(), "min_duration"),
+                    format!(
+                        "`min_duration` ({:.3} s) is longer than `max_duration` ({:.3} s): no clip fits",
+                        lo.as_secs_f64(),
+                        hi.as_secs_f64()
+                    ),
+                ));
+            }
+        }
         _ => {}
     }
     for (key, r) in ratios {

@@ -92,6 +92,11 @@ pub const PREFIX_CACHE_RESET: Deviation = Deviation {
     what: "`benchplan run` resets the server's prefix cache before each case (POST /reset_prefix_cache, as vLLM's sweep does); `vllm bench serve` alone does not",
 };
 
+pub const AUDIO_REQUESTS: Deviation = Deviation {
+    id: "audio_requests",
+    what: "an `openai-audio` stream's token events follow vLLM's chat rule (a role-only or empty delta is not a token) and a keep-alive comment line is skipped; vLLM's audio request counts any chunk with non-empty `choices` and fails on a comment line (its audio parser has no comment skip). Clips are read as WAV only; vLLM reads any format soundfile reads",
+};
+
 /// Every deviation, in the order the README lists them.
 pub const ALL: &[Deviation] = &[
     SSE_SPEC_PARSING,
@@ -107,6 +112,7 @@ pub const ALL: &[Deviation] = &[
     ERROR_MESSAGES,
     MULTI_TURN,
     PREFIX_CACHE_RESET,
+    AUDIO_REQUESTS,
 ];
 
 /// The deviations that applied to a run of `p`.
@@ -137,6 +143,7 @@ pub fn applying(p: &CaseParams, f: &Facts) -> Vec<Deviation> {
         (ERROR_MESSAGES, true),
         (MULTI_TURN, matches!(p.dataset, Dataset::MultiTurn(_))),
         (PREFIX_CACHE_RESET, f.prefix_cache_reset),
+        (AUDIO_REQUESTS, backend == Backend::OpenaiAudio),
     ];
     rules
         .into_iter()

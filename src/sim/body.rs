@@ -44,6 +44,10 @@ pub enum Api {
     /// `/v1/responses`: `head` is the delta event up to its text, `usage_head` the
     /// response object up to its status (see `generate` in `http.rs`).
     Responses,
+    /// `/v1/audio/transcriptions` and `/translations`: chat-shaped chunks
+    /// (`transcription.chunk`) with no role delta, each carrying the usage so far when
+    /// `stream_continuous_usage_stats` asks for it, as vLLM's do.
+    Transcription,
 }
 
 /// Everything a stream needs to write its chunks.
@@ -55,6 +59,8 @@ pub struct SseStream {
     /// The same without choices, for the usage chunk: `data: {"id":…,"model":…,`.
     pub usage_head: String,
     pub include_usage: bool,
+    /// Usage on every chunk, not only the last (`stream_continuous_usage_stats`).
+    pub continuous_usage: bool,
     pub prompt_tokens: u64,
     pub seed: u64,
     pub table: OutputTable,
@@ -111,8 +117,19 @@ impl SseStream {
                 buf.extend_from_slice(b"\"");
             }
         }
-        buf.extend_from_slice(b"}]}\n\n");
+        buf.extend_from_slice(b"}]");
         self.completion_tokens = start + n;
+        if self.continuous_usage {
+            let (p, c) = (self.prompt_tokens, self.completion_tokens);
+            buf.extend_from_slice(
+                format!(
+                    r#","usage":{{"prompt_tokens":{p},"total_tokens":{},"completion_tokens":{c}}}"#,
+                    p + c
+                )
+                .as_bytes(),
+            );
+        }
+        buf.extend_from_slice(b"}\n\n");
         if finish.is_some() {
             self.finish(cached_tokens, buf);
         }

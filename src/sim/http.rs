@@ -24,6 +24,10 @@ use crate::tokenizer::TokenModel;
 /// Tokens an image part of a chat message counts for.
 pub const IMAGE_TOKENS: usize = 64;
 
+/// Prompt tokens a second of uploaded audio counts for (Whisper's encoder: 1,500
+/// frames for a 30 s window).
+pub const AUDIO_TOKENS_PER_SECOND: f64 = 50.0;
+
 /// Shared by every connection.
 pub struct State {
     pub config: SimConfig,
@@ -161,6 +165,8 @@ pub async fn handle(
             "/v1/completions"
             | "/v1/chat/completions"
             | "/v1/responses"
+            | "/v1/audio/transcriptions"
+            | "/v1/audio/translations"
             | "/v1/embeddings"
             | "/v1/rerank"
             | "/rerank",
@@ -194,6 +200,73 @@ async fn read_json(req: Request<Incoming>) -> Result<Value, Resp> {
             &format!("the body is not JSON: {e}"),
         )
     })
+}
+
+/// An audio request's form as the JSON body `generate` reads: the clip becomes
+/// `prompt` token ids ([`AUDIO_TOKENS_PER_SECOND`], drawn from the clip's bytes so the
+/// same clip is the same prompt to the prefix cache) followed by the tokens of a
+/// `prompt` field when one is sent; numbers and booleans are read from their text
+/// (`True` as Python writes it); `stream_include_usage` and
+/// `stream_continuous_usage_stats` become `stream_options`.
+async fn read_form(req: Request<Incoming>, tok: &TokenModel) -> Result<Value, Resp> {
+    let bad = |m: &str| error(StatusCode::BAD_REQUEST, "BadRequestError", m);
+    let ct = header(&req, "content-type").unwrap_or("").to_string();
+    let boundary = super::multipart::boundary(&ct)
+        .ok_or_else(|| bad("the audio endpoints take a multipart/form-data upload"))?
+        .to_string();
+    let bytes = req
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| bad(&format!("cannot read the body: {e}")))?
+        .to_bytes();
+    let parts = super::multipart::parse(&bytes, &boundary).map_err(|e| bad(&e))?;
+    let mut body = serde_json::Map::new();
+    let mut ids: Option<Vec<u32>> = None;
+    let mut options = serde_json::Map::new();
+    for part in parts {
+        if part.name == "file" {
+            let info = crate::wav::info(part.data).map_err(|e| bad(&format!("`file`: {e}")))?;
+            let n = (info.duration() * AUDIO_TOKENS_PER_SECOND).ceil() as usize;
+            let chunk = (part.data.len() / n.max(1)).max(1);
+            ids = Some(
+                part.data
+                    .chunks(chunk)
+                    .take(n)
+                    .map(|c| (crate::hash::fnv1a64(c) % 100_000) as u32)
+                    .collect(),
+            );
+            continue;
+        }
+        let text = String::from_utf8_lossy(part.data).into_owned();
+        let value = match part.name.as_str() {
+            "max_completion_tokens" | "max_tokens" | "min_tokens" => {
+                json!(text.trim().parse::<u64>().map_err(|_| bad(&format!(
+                    "`{}` must be a whole number, not {text:?}",
+                    part.name
+                )))?)
+            }
+            "stream" | "ignore_eos" | "stream_include_usage" | "stream_continuous_usage_stats" => {
+                json!(matches!(text.trim(), "true" | "True" | "1"))
+            }
+            _ => Value::String(text),
+        };
+        match part.name.as_str() {
+            "stream_include_usage" => options.insert("include_usage".into(), value),
+            "stream_continuous_usage_stats" => {
+                options.insert("continuous_usage_stats".into(), value)
+            }
+            _ => body.insert(part.name, value),
+        };
+    }
+    let mut ids =
+        ids.ok_or_else(|| bad("the form has no `file` part (the audio to transcribe)"))?;
+    if let Some(Value::String(p)) = body.get("prompt") {
+        ids.extend(tok.encode(p));
+    }
+    body.insert("prompt".into(), json!(ids));
+    body.insert("stream_options".into(), Value::Object(options));
+    Ok(Value::Object(body))
 }
 
 /// Prompt token ids of a completions `prompt` or a chat `messages` list.
@@ -328,7 +401,12 @@ async fn inference(
         state.stats.count_injected(resp.status().as_u16());
         return resp;
     }
-    let body = match read_json(req).await {
+    let read = if path.starts_with("/v1/audio/") {
+        read_form(req, &state.tokens).await
+    } else {
+        read_json(req).await
+    };
+    let body = match read {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -353,6 +431,8 @@ async fn inference(
                 trace,
                 if path.ends_with("chat/completions") {
                     Api::Chat
+                } else if path.starts_with("/v1/audio/") {
+                    Api::Transcription
                 } else if path.ends_with("/responses") {
                     Api::Responses
                 } else {
@@ -440,12 +520,17 @@ async fn generate(state: Arc<State>, body: &Value, trace: Option<Trace>, api: Ap
         Api::Completions => (format!("cmpl-{n}"), "text_completion"),
         Api::Chat => (format!("chatcmpl-{n}"), "chat.completion.chunk"),
         Api::Responses => (format!("resp_{n}"), "response"),
+        Api::Transcription => (format!("trsc-{n}"), "transcription.chunk"),
     };
     let model = serde_json::to_string(&c.model).expect("string serialises");
     let created = now_unix();
     if body.get("stream").and_then(Value::as_bool) == Some(true) {
         let include_usage = body
             .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            == Some(true);
+        let continuous_usage = body
+            .pointer("/stream_options/continuous_usage_stats")
             .and_then(Value::as_bool)
             == Some(true);
         let (head, usage_head) = if api == Api::Responses {
@@ -473,6 +558,7 @@ async fn generate(state: Arc<State>, body: &Value, trace: Option<Trace>, api: Ap
             head,
             usage_head,
             include_usage,
+            continuous_usage,
             prompt_tokens: p,
             seed,
             table: state.outputs.clone(),
@@ -532,6 +618,12 @@ async fn generate(state: Arc<State>, body: &Value, trace: Option<Trace>, api: Ap
                 "usage": {"input_tokens": u["prompt_tokens"], "input_tokens_details": {"cached_tokens": cached},
                     "output_tokens": u["completion_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
                     "total_tokens": u["total_tokens"]}}),
+        );
+    }
+    if api == Api::Transcription {
+        return json_response(
+            StatusCode::OK,
+            &json!({"text": text, "usage": usage["usage"]}),
         );
     }
     let choice = match api {

@@ -4,8 +4,9 @@
 //!
 //! - [`config`]: presets and parameters, resolved;
 //! - [`engine`]: the scheduler thread (slots, FIFO queue, prefill, decode steps);
-//! - [`http`]: the API (completions, chat, embeddings, rerank, models, health,
-//!   tokenize, metrics) and fault injection;
+//! - [`http`]: the API (completions, chat, responses, audio transcriptions and
+//!   translations, embeddings, rerank, models, health, tokenize, metrics) and fault
+//!   injection; [`multipart`]: the audio endpoints' form uploads;
 //! - [`body`]: SSE streaming; [`metrics`]: Prometheus text; [`vocab`]: the built-in tokenizer.
 
 pub mod body;
@@ -14,6 +15,7 @@ pub mod config;
 pub mod engine;
 pub mod http;
 pub mod metrics;
+pub mod multipart;
 pub mod prefix_cache;
 pub mod timings;
 pub mod vocab;

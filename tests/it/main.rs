@@ -1,6 +1,7 @@
 //! The one integration-test binary (so the suite links once). Each module is one area.
 
 mod architecture;
+mod audio;
 mod bad_plans;
 mod cases;
 mod cli;

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 /// `vllm bench serve` flags (same names, same defaults), plus a few of benchplan's own.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Request function: vllm, openai, openai-chat, openai-responses, openai-embeddings, vllm-rerank
+    /// Request function: vllm, openai, openai-chat, openai-responses, openai-audio, openai-embeddings, vllm-rerank
     /// (default openai; openai-chat with --multi-turn).
     #[arg(long)]
     pub backend: Option<String>,
@@ -154,10 +154,10 @@ pub struct BenchArgs {
     #[arg(long, num_args = 1..)]
     pub metadata: Vec<String>,
 
-    /// The workload: random, random-mm, random-rerank, prefix_repetition, sharegpt, custom, burstgpt (also the embeddings batch form of random).
+    /// The workload: random, random-mm, random-rerank, prefix_repetition, sharegpt, custom, burstgpt (also the embeddings batch form of random), random-audio and custom_audio (openai-audio).
     #[arg(long, default_value = "random")]
     pub dataset_name: String,
-    /// The dataset file (sharegpt, custom, burstgpt).
+    /// The dataset file (sharegpt, custom, burstgpt), or custom_audio's JSONL file or folder of .wav clips.
     #[arg(long)]
     pub dataset_path: Option<PathBuf>,
     /// Alias of --random-input-len.
@@ -193,6 +193,21 @@ pub struct BenchArgs {
     /// random-mm: buckets as vLLM writes them: {(256,256,1):0.5,(720,1280,1):0.5} (height, width, frames).
     #[arg(long)]
     pub random_mm_bucket_config: Option<String>,
+    /// benchplan, random-audio: mean clip length in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub random_audio_duration: f64,
+    /// benchplan, random-audio: clip lengths uniform within this ratio around the mean.
+    #[arg(long, default_value_t = 0.0)]
+    pub random_audio_duration_range_ratio: f64,
+    /// benchplan, random-audio: samples a second.
+    #[arg(long, default_value_t = 16_000)]
+    pub random_audio_sample_rate: u32,
+    /// custom_audio: skip clips shorter than this many seconds.
+    #[arg(long)]
+    pub asr_min_audio_len_sec: Option<f64>,
+    /// custom_audio: skip clips longer than this many seconds (inf keeps all).
+    #[arg(long)]
+    pub asr_max_audio_len_sec: Option<f64>,
     /// benchplan: build the dataset, print its lengths, send nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -488,6 +503,11 @@ impl BenchArgs {
                 json!({"name": "random-rerank", "input_len": self.input_len.unwrap_or(self.random_input_len),
                 "range_ratio": self.random_range_ratio, "batch_size": self.random_batch_size})
             }
+            "random-audio" => {
+                json!({"name": "random-audio", "duration": format!("{}s", self.random_audio_duration),
+                "duration_range_ratio": self.random_audio_duration_range_ratio, "sample_rate": self.random_audio_sample_rate,
+                "output_len": output.unwrap_or(self.random_output_len), "range_ratio": self.random_range_ratio})
+            }
             "prefix_repetition" => {
                 json!({"name": "prefix_repetition", "prefix_len": self.prefix_repetition_prefix_len,
                 "suffix_len": self.prefix_repetition_suffix_len, "num_prefixes": self.prefix_repetition_num_prefixes,
@@ -506,6 +526,23 @@ impl BenchArgs {
                         }
                         m.insert("no_oversample".into(), json!(self.no_oversample));
                         m.insert("disable_shuffle".into(), json!(self.disable_shuffle));
+                    }
+                    "custom_audio" => {
+                        m.insert(
+                            "output_len".into(),
+                            json!(output.map_or(self.custom_output_len, |o| o as i64)),
+                        );
+                        m.insert("no_oversample".into(), json!(self.no_oversample));
+                        m.insert("disable_shuffle".into(), json!(self.disable_shuffle));
+                        let secs = |s: f64| json!(format!("{s}s"));
+                        opt(&mut m, "min_duration", self.asr_min_audio_len_sec.map(secs));
+                        opt(
+                            &mut m,
+                            "max_duration",
+                            self.asr_max_audio_len_sec
+                                .filter(|s| s.is_finite())
+                                .map(secs),
+                        );
                     }
                     "custom" => {
                         m.insert(

@@ -95,14 +95,6 @@ pub const REFUSED: &[(&str, &str)] = &[
     ("blazedit-min-distance", NO_HF),
     ("blazedit-max-distance", NO_HF),
     (
-        "asr-min-audio-len-sec",
-        "the Hugging Face ASR datasets are not read; audio backends are not built in yet",
-    ),
-    (
-        "asr-max-audio-len-sec",
-        "the Hugging Face ASR datasets are not read; audio backends are not built in yet",
-    ),
-    (
         "bfcl-categories",
         "the BFCL dataset is not built in; put its chat messages and tools in a JSONL file and use --dataset-name custom with --extra-body '{\"tools\": [...]}'",
     ),

@@ -23,7 +23,9 @@
 //!
 //! `paced-N-floor` reads the paced streams with a bare epoll loop (no runtime, no
 //! HTTP or SSE parsing, no timestamps): the kernel's price of a chunk on this machine,
-//! which no client can go below. Every row ends with the hypervisor's steal share of
+//! which no client can go below. `paced-N-tokio` reads them with bare tokio tasks on the
+//! client's runtime (readiness and a plain read, nothing else): the runtime's floor, so
+//! the client's own cost is what it spends above that row. Every row ends with the hypervisor's steal share of
 //! the machine's CPU time during the run: on a busy host the figures move with it.
 
 mod support;
@@ -309,6 +311,38 @@ fn preset_scenario(name: &str) -> Option<(&'static [&'static str], usize, usize,
     })
 }
 
+/// CPU, wall time and steal of a floor row, from its start.
+struct FloorMeter {
+    cpu: (f64, f64),
+    steal: (u64, u64),
+    start: std::time::Instant,
+}
+
+impl FloorMeter {
+    fn start() -> FloorMeter {
+        FloorMeter {
+            cpu: own_cpu(),
+            steal: steal_and_total_ticks(),
+            start: std::time::Instant::now(),
+        }
+    }
+
+    /// Prints the row's figures: what `streams` streams of `output` chunks cost.
+    fn report(self, streams: usize, output: u64, reads: u64, bytes: u64, frames: u64) {
+        let wall = self.start.elapsed().as_secs_f64();
+        let (user1, sys1) = own_cpu();
+        let steal = steal_percent(self.steal, steal_and_total_ticks());
+        let cpu = user1 + sys1 - self.cpu.0 - self.cpu.1;
+        let chunks = streams as u64 * output;
+        println!(
+            "{chunks} chunks ({frames} SSE frames, {reads} reads, {:.1} KiB a stream) in {wall:.1} s, CPU {:.2} us/chunk ({:.2} user); host steal {steal:.0}%",
+            bytes as f64 / 1024.0 / streams as f64,
+            cpu * 1e6 / chunks as f64,
+            (user1 - self.cpu.0) * 1e6 / chunks as f64
+        );
+    }
+}
+
 /// The floor under any client on this machine: the same streams read by the least a
 /// client can do (one epoll loop, one plain `read` per readiness, no HTTP or SSE
 /// parsing, no timestamps, no runtime). What it costs per chunk is the kernel's price
@@ -317,20 +351,10 @@ fn preset_scenario(name: &str) -> Option<(&'static [&'static str], usize, usize,
 fn floor(sim: &SimProcess, streams: usize, output: u64) {
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
-    let words = vec!["hello"; 16].join(" ");
-    let body = format!(
-        r#"{{"model":"benchplan-sim","prompt":"{words}","max_tokens":{output},"stream":true,"ignore_eos":true}}"#
-    );
-    let request = format!(
-        "POST /v1/completions HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        sim.host_port(),
-        body.len()
-    );
+    let request = floor_request(sim, output);
     // Measured from before the connects to after the closes: a client opens and closes
     // its connections inside the run too, so the floor pays for the same sockets.
-    let (user0, sys0) = own_cpu();
-    let steal0 = steal_and_total_ticks();
-    let start = std::time::Instant::now();
+    let meter = FloorMeter::start();
     let mut socks: Vec<std::net::TcpStream> = (0..streams)
         .map(|_| std::net::TcpStream::connect(sim.host_port()).unwrap())
         .collect();
@@ -342,17 +366,7 @@ fn floor(sim: &SimProcess, streams: usize, output: u64) {
         s.set_nonblocking(true).unwrap();
         // Delayed ACKs, as the client asks for: about one ACK per two chunks instead of
         // one per chunk (measured: 8.1 µs per chunk without this, 6.3-7.4 with it).
-        let off: libc::c_int = 0;
-        // SAFETY: an int option on a socket this function owns.
-        unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_QUICKACK,
-                (&off as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        quickack_off(s.as_raw_fd());
         let mut ev = libc::epoll_event {
             events: (libc::EPOLLIN | libc::EPOLLET | libc::EPOLLRDHUP) as u32,
             u64: i as u64,
@@ -399,18 +413,105 @@ fn floor(sim: &SimProcess, streams: usize, output: u64) {
         }
     }
     drop(socks);
-    let wall = start.elapsed().as_secs_f64();
-    let (user1, sys1) = own_cpu();
-    let steal = steal_percent(steal0, steal_and_total_ticks());
-    let cpu = user1 + sys1 - user0 - sys0;
-    let chunks = streams as u64 * output;
-    println!(
-        "{chunks} chunks ({frames} SSE frames, {reads} reads, {:.1} KiB a stream) in {wall:.1} s, CPU {:.2} us/chunk ({:.2} user); host steal {steal:.0}%",
-        bytes as f64 / 1024.0 / streams as f64,
-        cpu * 1e6 / chunks as f64,
-        (user1 - user0) * 1e6 / chunks as f64
-    );
+    meter.report(streams, output, reads, bytes, frames);
     unsafe { libc::close(ep) };
+}
+
+/// The request every floor row sends: the paced scenario's, with `Connection: close`.
+fn floor_request(sim: &SimProcess, output: u64) -> String {
+    let words = vec!["hello"; 16].join(" ");
+    let body = format!(
+        r#"{{"model":"benchplan-sim","prompt":"{words}","max_tokens":{output},"stream":true,"ignore_eos":true}}"#
+    );
+    format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        sim.host_port(),
+        body.len()
+    )
+}
+
+/// Delayed ACKs on, as the client asks for (and the epoll floor does).
+fn quickack_off(fd: std::os::fd::RawFd) {
+    let off: libc::c_int = 0;
+    // SAFETY: an int option on a socket the caller owns.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_QUICKACK,
+            (&off as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
+/// The runtime's floor: the same streams read on the current-thread tokio runtime the
+/// client uses, one task a stream that waits for readiness and reads until the socket
+/// is drained (a short read clears the readiness, as the client's reads do), with no
+/// HTTP or SSE parsing, no timestamps and no timers. What this row spends above the
+/// epoll floor is tokio's price of a wake-up on this machine (its driver's park and
+/// poll, the task's schedule and poll); what the client spends above this row is its
+/// own work.
+fn tokio_floor(sim: &SimProcess, streams: usize, output: u64) {
+    use std::os::fd::AsRawFd;
+    use tokio::io::{AsyncWriteExt, Interest};
+    let request = std::sync::Arc::new(floor_request(sim, output));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let meter = FloorMeter::start();
+    let (reads, bytes, frames) = rt.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..streams {
+            let (addr, request) = (sim.host_port(), request.clone());
+            tasks.spawn(async move {
+                let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+                s.set_nodelay(true).unwrap();
+                quickack_off(s.as_raw_fd());
+                s.write_all(request.as_bytes()).await.unwrap();
+                let mut buf = vec![0u8; 64 * 1024];
+                let (mut reads, mut bytes, mut frames) = (0u64, 0u64, 0u64);
+                loop {
+                    s.readable().await.unwrap();
+                    let mut got = None;
+                    let r = s.try_io(Interest::READABLE, || {
+                        // SAFETY: a read into a buffer this task owns.
+                        let k = unsafe {
+                            libc::read(s.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+                        };
+                        if k < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        let k = k as usize;
+                        if k > 0 && k < buf.len() {
+                            got = Some(k);
+                            return Err(std::io::ErrorKind::WouldBlock.into());
+                        }
+                        Ok(k)
+                    });
+                    let k = match (r, got) {
+                        (_, Some(k)) | (Ok(k), None) => k,
+                        (Err(e), None) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        (Err(e), None) => panic!("{e}"),
+                    };
+                    if k == 0 {
+                        return (reads, bytes, frames);
+                    }
+                    reads += 1;
+                    bytes += k as u64;
+                    frames += memchr::memmem::find_iter(&buf[..k], b"\n\n").count() as u64;
+                }
+            });
+        }
+        let mut total = (0, 0, 0);
+        while let Some(r) = tasks.join_next().await {
+            let (a, b, c) = r.unwrap();
+            total = (total.0 + a, total.1 + b, total.2 + c);
+        }
+        total
+    });
+    meter.report(streams, output, reads, bytes, frames);
 }
 
 /// The user-space read path alone, no network: vLLM-shaped SSE frames (completions and
@@ -469,6 +570,13 @@ fn parse_row() {
 fn run_one(name: &str) {
     if name == "parse" {
         return parse_row();
+    }
+    // `<scenario>-tokio` reads them with bare tokio tasks (the runtime's floor).
+    if let Some(base) = name.strip_suffix("-tokio") {
+        let (sim_args, streams, _, output, _) = scenario(base).expect("a known scenario");
+        let sim = SimProcess::start(sim_args);
+        print!("{name:<17} bare tokio reader: ");
+        return tokio_floor(&sim, streams, output);
     }
     // `<scenario>-floor` reads the scenario's streams with a bare epoll loop instead.
     if let Some(base) = name.strip_suffix("-floor") {
@@ -591,6 +699,9 @@ fn main() {
         "paced-100-floor",
         "paced-500-floor",
         "paced-1000-floor",
+        "paced-100-tokio",
+        "paced-500-tokio",
+        "paced-1000-tokio",
     ] {
         if !only.is_empty() && !name.starts_with(&only) {
             continue;

@@ -231,18 +231,7 @@ async fn send_sized(
         },
         ..Outcome::default()
     };
-    let total = target.limits.total;
-    let fut = send_inner(target, body, request_id, extra, &mut out);
-    if tokio::time::timeout(total, fut).await.is_err() {
-        fail(
-            &mut out.sample,
-            "timeout",
-            format!(
-                "no complete answer within the request timeout of {:.1} s",
-                total.as_secs_f64()
-            ),
-        );
-    }
+    send_inner(target, body, request_id, extra, &mut out).await;
     if !out.sample.success {
         // vLLM's failed outputs keep no text (TTFT and ITL as measured).
         out.sample.text.clear();
@@ -397,6 +386,29 @@ fn excerpt(b: &[u8]) -> String {
     s
 }
 
+/// Fails `o` for having no complete answer by the request timeout.
+fn timed_out(o: &mut Sample, total: Duration) {
+    fail(
+        o,
+        "timeout",
+        format!(
+            "no complete answer within the request timeout of {:.1} s",
+            total.as_secs_f64()
+        ),
+    );
+}
+
+/// `start + d`, or a time past any run when that does not fit an `Instant`.
+fn deadline_after(start: Instant, d: Duration) -> Instant {
+    start
+        .checked_add(d)
+        .unwrap_or_else(|| start + Duration::from_secs(10 * 365 * 86_400))
+}
+
+/// Sends the request and reads its answer. The request timeout (`limits.total`) is
+/// one deadline from the start: the sending and the head, an error body and a pooling
+/// answer each wait under it; a stream folds it into its one idle timer, so reading
+/// a chunk polls one timer, not two.
 async fn send_inner(
     target: &Target,
     body: Vec<u8>,
@@ -412,22 +424,34 @@ async fn send_inner(
     };
     let sent = times.sent;
     out.sent = Some(sent);
+    let total = target.limits.total;
+    let deadline = deadline_after(sent, total);
     if target.backend.is_pooling() {
         // vLLM counts a pooling request's input from its usage only: 0 without one.
         out.sample.usage_prompt = Some(0);
     }
-    let opened = open(target, body, request_id, extra, &mut times).await;
+    let opened = tokio::time::timeout_at(
+        deadline.into(),
+        open(target, body, request_id, extra, &mut times),
+    )
+    .await;
     out.connect = times.connect;
     out.written = times.written;
     let resp = match opened {
-        Ok(r) => r,
-        Err((kind, msg)) => return fail(&mut out.sample, kind, msg),
+        Ok(Ok(r)) => r,
+        Ok(Err((kind, msg))) => return fail(&mut out.sample, kind, msg),
+        Err(_) => return timed_out(&mut out.sample, total),
     };
     let status = resp.status();
     if status != 200 {
         // vLLM keeps only the reason phrase; the body's message says more. The body is
         // read only as far as a message needs.
-        let text = String::from_utf8_lossy(&resp.head_of_body(ERROR_BODY_BYTES).await).into_owned();
+        let Ok(head) =
+            tokio::time::timeout_at(deadline.into(), resp.head_of_body(ERROR_BODY_BYTES)).await
+        else {
+            return timed_out(&mut out.sample, total);
+        };
+        let text = String::from_utf8_lossy(&head).into_owned();
         let msg = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
             .and_then(|v| {
@@ -449,7 +473,14 @@ async fn send_inner(
         );
     }
     if target.backend.is_pooling() {
-        return read_pooling(resp, sent, target.limits, &mut out.sample).await;
+        let read = read_pooling(resp, sent, target.limits, &mut out.sample);
+        if tokio::time::timeout_at(deadline.into(), read)
+            .await
+            .is_err()
+        {
+            timed_out(&mut out.sample, total);
+        }
+        return;
     }
     let api = match target.backend {
         // A transcription streams chat-shaped chunks (`choices[0].delta.content`).
@@ -457,7 +488,7 @@ async fn send_inner(
         Backend::OpenaiResponses => Api::Responses,
         _ => Api::Completions,
     };
-    read_stream(resp, sent, api, target.limits, &mut out.sample).await;
+    read_stream(resp, sent, deadline, api, target.limits, &mut out.sample).await;
     if target.backend == Backend::OpenaiAudio {
         // vLLM's audio request reads only completion_tokens from usage: the input
         // counted is the dataset's prompt_len, whatever the server says the audio took.
@@ -619,6 +650,7 @@ impl Stream<'_> {
 async fn read_stream(
     mut resp: Body<'_>,
     sent: Instant,
+    deadline: Instant,
     api: Api,
     limits: Limits,
     out: &mut Sample,
@@ -636,22 +668,29 @@ async fn read_stream(
     // The first bytes of the body, kept for the message when no event arrives.
     let mut start = Vec::new();
     let mut ended = false;
-    // One idle timer for the whole stream, moved only when it fires: a timer set and
-    // cancelled around every read cost more than the read's parsing (the profile in
-    // benches/client_overhead.rs). When it fires it looks at the last arrival and
-    // either fails the stream or re-arms for the rest of the idle period. The quiet
-    // period starts when reading starts; `finish` reads it only after bytes arrived.
+    // One timer for the whole stream, for both the idle limit and the request's
+    // deadline, moved only when it fires: a timer set and cancelled around every read
+    // cost more than the read's parsing (the profile in benches/client_overhead.rs),
+    // and a second one for the deadline was polled on every wake-up. When it fires it
+    // looks at the deadline and the last arrival, and fails the stream or re-arms. The
+    // quiet period starts when reading starts; `finish` reads it only after bytes arrived.
     let mut last_arrival = Instant::now();
-    let idle = tokio::time::sleep(limits.idle);
-    tokio::pin!(idle);
+    let next_alarm = |last: Instant| deadline_after(last, limits.idle).min(deadline);
+    let alarm = tokio::time::sleep_until(next_alarm(last_arrival).into());
+    tokio::pin!(alarm);
+    let mut timed_out_at_deadline = false;
     while st.failure.is_none() {
         let next = tokio::select! {
             biased;
             n = resp.next() => n,
-            _ = &mut idle => {
-                let deadline = last_arrival + limits.idle;
-                if Instant::now() < deadline {
-                    idle.as_mut().reset(deadline.into());
+            _ = &mut alarm => {
+                let now = Instant::now();
+                if now >= deadline {
+                    timed_out_at_deadline = true;
+                    break;
+                }
+                if now < deadline_after(last_arrival, limits.idle) {
+                    alarm.as_mut().reset(next_alarm(last_arrival).into());
                     continue;
                 }
                 st.failure = Some((
@@ -702,6 +741,9 @@ async fn read_stream(
         ));
     }
     let (first, last, failure) = (st.first, st.last, st.failure);
+    if timed_out_at_deadline {
+        return timed_out(out, limits.total);
+    }
     match failure {
         Some((kind, msg)) => fail(out, kind, msg),
         None if first => fail(

@@ -179,14 +179,13 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
             }
             shared.released.fetch_add(1, Ordering::Relaxed);
             let send = CatchPanic::new(send_with(&shared.target, body, Some(&id), Some(headers)));
-            tokio::select! {
-                biased;
-                _ = stop.until_aborted() => return,
-                o = send => o.unwrap_or_else(|msg| crate::client::request::Outcome {
-                    sample: panicked(msg),
-                    ..Default::default()
-                }),
-            }
+            let Some(o) = stop.unless_aborted(send).await else {
+                return;
+            };
+            o.unwrap_or_else(|msg| crate::client::request::Outcome {
+                sample: panicked(msg),
+                ..Default::default()
+            })
         };
         let since_start = |t: Instant| (t - shared.start).as_secs_f64();
         let start = outcome

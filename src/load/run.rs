@@ -328,11 +328,15 @@ pub async fn run_case(
                                 return None;
                             }
                             let input = &inputs[i];
-                            let outcome = tokio::select! {
-                                biased;
-                                _ = stop.until_aborted() => return None,
-                                o = send_input(&target, &params, input, Some(&id), None) => o,
-                            };
+                            let outcome = stop
+                                .unless_aborted(send_input(
+                                    &target,
+                                    &params,
+                                    input,
+                                    Some(&id),
+                                    None,
+                                ))
+                                .await?;
                             let since_start = |t: Instant| (t - start).as_secs_f64();
                             let sent = outcome
                                 .sent

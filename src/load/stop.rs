@@ -4,8 +4,10 @@
 //! the level; request tasks wait on it, so a stopped case sends nothing more and lets
 //! go of its sockets before the next case starts.
 
-use std::sync::Arc;
+use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
 
 use tokio::sync::watch;
 
@@ -23,6 +25,10 @@ pub struct Stop {
 struct Inner {
     level: AtomicU8,
     tx: watch::Sender<u8>,
+    /// The tasks in [`Stop::unless_aborted`], woken by an abort: a slab of wakers and
+    /// its free slots. Each request registers once, not on every wake-up (a watch
+    /// receiver polled on every chunk took a lock per chunk on the hot path).
+    waiting: Mutex<(Vec<Option<Waker>>, Vec<usize>)>,
 }
 
 impl Default for Stop {
@@ -37,6 +43,7 @@ impl Stop {
             inner: Arc::new(Inner {
                 level: AtomicU8::new(RUN),
                 tx: watch::channel(RUN).0,
+                waiting: Mutex::new((Vec::new(), Vec::new())),
             }),
         }
     }
@@ -58,6 +65,70 @@ impl Stop {
     /// Abandon the requests in flight too.
     pub fn abort(&self) {
         self.raise(ABORT);
+        let wakers: Vec<Waker> = {
+            let mut w = self.inner.waiting.lock().expect("stop lock");
+            w.0.iter_mut().filter_map(Option::take).collect()
+        };
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Runs `fut` to its end, or until the case aborts (then None). Each poll costs
+    /// two atomic loads once the task's waker is registered; the lock is taken when it
+    /// registers (once a request, unless its waker changes) and when it ends.
+    pub async fn unless_aborted<F: Future>(&self, fut: F) -> Option<F::Output> {
+        /// Frees the slab slot however the future ends (finished, aborted, dropped).
+        struct Slot<'a> {
+            inner: &'a Inner,
+            key: Option<usize>,
+            waker: Option<Waker>,
+        }
+        impl Drop for Slot<'_> {
+            fn drop(&mut self) {
+                if let Some(k) = self.key {
+                    let mut w = self.inner.waiting.lock().expect("stop lock");
+                    w.0[k] = None;
+                    w.1.push(k);
+                }
+            }
+        }
+        let mut fut = std::pin::pin!(fut);
+        let mut slot = Slot {
+            inner: &self.inner,
+            key: None,
+            waker: None,
+        };
+        std::future::poll_fn(|cx| {
+            if self.aborted() {
+                return Poll::Ready(None);
+            }
+            if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Some(v));
+            }
+            if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                let waker = cx.waker().clone();
+                let mut w = self.inner.waiting.lock().expect("stop lock");
+                let key = match slot.key {
+                    Some(k) => k,
+                    None => match w.1.pop() {
+                        Some(k) => k,
+                        None => {
+                            w.0.push(None);
+                            w.0.len() - 1
+                        }
+                    },
+                };
+                w.0[key] = Some(waker.clone());
+                slot.key = Some(key);
+                slot.waker = Some(waker);
+            }
+            // An abort between the check above and the registration woke nobody here:
+            // look again now that the waker is where abort() looks.
+            if self.aborted() {
+                return Poll::Ready(None);
+            }
+            Poll::Pending
+        })
+        .await
     }
 
     /// Whether new requests must not be sent (drained or aborted).
@@ -79,11 +150,6 @@ impl Stop {
     pub async fn until_draining(&self) {
         self.until(DRAIN).await
     }
-
-    /// Resolves once the case aborts.
-    pub async fn until_aborted(&self) {
-        self.until(ABORT).await
-    }
 }
 
 #[cfg(test)]
@@ -96,7 +162,7 @@ mod tests {
         assert!(!s.draining() && !s.aborted());
         let waiter = {
             let s = s.clone();
-            tokio::spawn(async move { s.until_aborted().await })
+            tokio::spawn(async move { s.unless_aborted(std::future::pending::<()>()).await })
         };
         s.drain();
         assert!(s.draining() && !s.aborted());
@@ -105,5 +171,34 @@ mod tests {
         s.drain(); // no way back down
         assert!(s.aborted());
         waiter.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_abort_ends_waiting_futures_and_frees_their_slots() {
+        let s = Stop::new();
+        // Finished before any abort: its value, and its slot freed for the next.
+        assert_eq!(s.unless_aborted(async { 7 }).await, Some(7));
+        let pending = |s: &Stop| {
+            let s = s.clone();
+            tokio::spawn(async move { s.unless_aborted(std::future::pending::<()>()).await })
+        };
+        let (a, b) = (pending(&s), pending(&s));
+        tokio::task::yield_now().await;
+        assert_eq!(
+            s.inner.waiting.lock().unwrap().0.iter().flatten().count(),
+            2
+        );
+        s.drain();
+        tokio::task::yield_now().await;
+        assert!(!a.is_finished(), "a drain lets requests in flight finish");
+        s.abort();
+        assert_eq!(a.await.unwrap(), None);
+        assert_eq!(b.await.unwrap(), None);
+        {
+            let w = s.inner.waiting.lock().unwrap();
+            assert!(w.0.iter().all(Option::is_none) && w.1.len() == w.0.len());
+        }
+        // After the abort nothing starts.
+        assert_eq!(s.unless_aborted(async { 1 }).await, None);
     }
 }

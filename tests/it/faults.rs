@@ -459,6 +459,15 @@ fn a_stalled_server_is_an_idle_timeout_not_a_hang() {
         "timeout",
         15.0,
     );
+    // No answer at all: the request timeout ends the wait for the response head.
+    let silent = server(move |_| std::thread::sleep(Duration::from_secs(20)));
+    all_fail_as(
+        "no response head",
+        &silent,
+        &["--request-timeout", "0.5"],
+        "timeout",
+        15.0,
+    );
 }
 
 /// The peak resident memory of this process while `f` runs (sampled every 5 ms), above

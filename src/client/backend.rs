@@ -119,8 +119,18 @@ impl RequestInput {
                 query: p(query),
                 documents: documents.iter().map(|t| p(t)).collect(),
             },
-            // A clip has no text to prefix; the audio tokens are what a cache would hold.
-            Prompt::Audio(a) => Prompt::Audio(a.clone()),
+            // A clip has no text to prefix: a clip of the same length with other samples
+            // (drawn from the prefix) leaves nothing in a server's caches (prefix blocks
+            // of its audio tokens, an encoder cache keyed by content) that a measured
+            // request could use.
+            Prompt::Audio(a) => {
+                let mut rng = crate::rng::Rng::new(crate::hash::fnv1a64(prefix.as_bytes()));
+                Prompt::Audio(std::sync::Arc::new(AudioClip {
+                    wav: crate::wav::synthesize(a.duration, 16_000, || rng.f64()),
+                    filename: a.filename.clone(),
+                    duration: a.duration,
+                }))
+            }
             Prompt::Messages(m) => {
                 let mut m = m.clone();
                 let first_text = m.as_array_mut().and_then(|msgs| {

@@ -539,3 +539,32 @@ fn probe_smokes_the_audio_endpoint_with_a_clip() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_smoke_request_uploads_another_clip_and_warms_no_cache_of_a_measured_one() {
+    let svc = sim_service(
+        Preset::Fast,
+        SimParams {
+            enable_prefix_caching: Some(true),
+            ..SimParams::default()
+        },
+    );
+    let resolved = resolve(&svc, false, None).await.unwrap();
+    let p = clip_params("/v1/audio/transcriptions", 1, 2.0, 2);
+    let opts = RunOptions::default();
+    assert!(opts.smoke);
+    let first = execute(&resolved, &svc, &p, &opts).await.unwrap();
+    assert!(first.run.smoke.as_ref().is_some_and(|s| s.ok));
+    assert_eq!(
+        first.run.records[0].sample.cached_tokens,
+        Some(0),
+        "the smoke request warmed the measured clip"
+    );
+    // The same clip again is served from the cache (100 audio tokens): the check above can fail.
+    let again = execute(&resolved, &svc, &p, &opts).await.unwrap();
+    assert!(
+        again.run.records[0].sample.cached_tokens.unwrap() >= 64,
+        "{:?}",
+        again.run.records[0].sample.cached_tokens
+    );
+}

@@ -74,27 +74,11 @@ async fn the_smoke_request_warms_no_prefix_cache_block_of_a_measured_request() {
             ..SimParams::default()
         },
     );
-    let resolved = resolve(&svc, false, None).await.unwrap();
     let p = CaseParams {
         max_concurrency: Some(1),
         ..random(Backend::Openai, 1, 256, 2)
     };
-    let opts = RunOptions::default();
-    assert!(opts.smoke);
-    let first = execute(&resolved, &svc, &p, &opts).await.unwrap();
-    assert!(first.run.smoke.as_ref().is_some_and(|s| s.ok));
-    assert_eq!(
-        first.run.records[0].sample.cached_tokens,
-        Some(0),
-        "the smoke request warmed the measured prompt"
-    );
-    // The same prompt again is served from the cache: the check above can fail.
-    let again = execute(&resolved, &svc, &p, &opts).await.unwrap();
-    assert!(
-        again.run.records[0].sample.cached_tokens.unwrap() >= 240,
-        "{:?}",
-        again.run.records[0].sample.cached_tokens
-    );
+    crate::support::smoke_warms_no_measured_prompt(&svc, &p, 240).await;
 }
 
 /// A listener whose accept queue is full: a new connection waits for the kernel to

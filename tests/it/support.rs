@@ -229,3 +229,31 @@ pub fn tempdir(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// Runs the one-request case `p` on `svc` twice with the smoke request on. The first
+/// measured request must find no token cached (the smoke request warmed none of it);
+/// the second, the same prompt again, at least `min_cached` (so the first check can
+/// fail).
+pub async fn smoke_warms_no_measured_prompt(
+    svc: &benchplan::plan::Service,
+    p: &benchplan::plan::CaseParams,
+    min_cached: u64,
+) {
+    use benchplan::load::case::execute;
+    use benchplan::load::run::RunOptions;
+    let resolved = benchplan::load::target::resolve(svc, false, None)
+        .await
+        .unwrap();
+    let opts = RunOptions::default();
+    assert!(opts.smoke);
+    let first = execute(&resolved, svc, p, &opts).await.unwrap();
+    assert!(first.run.smoke.as_ref().is_some_and(|s| s.ok));
+    assert_eq!(
+        first.run.records[0].sample.cached_tokens,
+        Some(0),
+        "the smoke request warmed the measured prompt"
+    );
+    let again = execute(&resolved, svc, p, &opts).await.unwrap();
+    let cached = again.run.records[0].sample.cached_tokens;
+    assert!(cached.unwrap() >= min_cached, "{cached:?}");
+}

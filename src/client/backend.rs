@@ -47,6 +47,28 @@ pub struct AudioClip {
     pub duration: f64,
 }
 
+impl AudioClip {
+    /// A synthetic clip of about `seconds` (see [`crate::wav::synthesize`]) with samples
+    /// drawn from `rng`; its duration is what the file holds, in whole samples, as a
+    /// server reads it.
+    pub fn synthetic(
+        seconds: f64,
+        sample_rate: u32,
+        rng: &mut crate::rng::Rng,
+        filename: &str,
+    ) -> AudioClip {
+        let wav = crate::wav::synthesize(seconds, sample_rate, || rng.f64());
+        let duration = crate::wav::info(&wav)
+            .expect("a synthesized clip is a valid WAV")
+            .duration();
+        AudioClip {
+            wav,
+            filename: filename.to_string(),
+            duration,
+        }
+    }
+}
+
 /// One request of a case, before it is sent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestInput {
@@ -77,15 +99,13 @@ impl RequestInput {
     /// hello.", or for an audio backend a quiet one-second clip.
     pub fn hello(backend: Backend, output_len: u64) -> RequestInput {
         let prompt = if backend == Backend::OpenaiAudio {
-            let mut x = 0.5;
-            Prompt::Audio(std::sync::Arc::new(AudioClip {
-                wav: crate::wav::synthesize(1.0, 16_000, || {
-                    x = (x * 3.9) % 1.0;
-                    x
-                }),
-                filename: "audio.wav".into(),
-                duration: 1.0,
-            }))
+            let mut rng = crate::rng::Rng::new(1);
+            Prompt::Audio(std::sync::Arc::new(AudioClip::synthetic(
+                1.0,
+                16_000,
+                &mut rng,
+                "audio.wav",
+            )))
         } else {
             Prompt::Text("Say hello.".into())
         };
@@ -125,11 +145,12 @@ impl RequestInput {
             // request could use.
             Prompt::Audio(a) => {
                 let mut rng = crate::rng::Rng::new(crate::hash::fnv1a64(prefix.as_bytes()));
-                Prompt::Audio(std::sync::Arc::new(AudioClip {
-                    wav: crate::wav::synthesize(a.duration, 16_000, || rng.f64()),
-                    filename: a.filename.clone(),
-                    duration: a.duration,
-                }))
+                Prompt::Audio(std::sync::Arc::new(AudioClip::synthetic(
+                    a.duration,
+                    16_000,
+                    &mut rng,
+                    &a.filename,
+                )))
             }
             Prompt::Messages(m) => {
                 let mut m = m.clone();

@@ -62,48 +62,43 @@ pub fn print(p: &Planned) -> Exit {
         }
         let ins: Vec<f64> = inputs.iter().map(|r| r.prompt_len as f64).collect();
         let outs: Vec<f64> = inputs.iter().map(|r| r.output_len as f64).collect();
-        let five = |v: &[f64]| {
-            format!(
-                "{:.0}/{:.1}/{:.0}/{:.0}/{:.0}",
-                v.iter().copied().fold(f64::INFINITY, f64::min),
-                mean(v),
-                percentile(v, 50.0),
-                percentile(v, 99.0),
-                v.iter().copied().fold(0.0, f64::max)
-            )
-        };
         let total: f64 = ins.iter().sum::<f64>() + outs.iter().sum::<f64>();
         println!(
             "{:<44} {:>6}  {:>34}  {:>34}  {:>10}",
             case.id,
             inputs.len(),
-            five(&ins),
-            five(&outs),
+            five(&ins, 0, 1),
+            five(&outs, 0, 1),
             total
         );
         // Audio cases upload clips: their lengths are the workload more than the tokens.
         let secs: Vec<f64> = inputs.iter().map(|r| r.audio_duration()).collect();
         if secs.iter().any(|s| *s > 0.0) {
-            let five_s = |v: &[f64]| {
-                format!(
-                    "{:.2}/{:.2}/{:.2}/{:.2}/{:.2}",
-                    v.iter().copied().fold(f64::INFINITY, f64::min),
-                    mean(v),
-                    percentile(v, 50.0),
-                    percentile(v, 99.0),
-                    v.iter().copied().fold(0.0, f64::max)
-                )
-            };
             println!(
                 "{:<44} {:>6}  audio s min/mean/p50/p99/max {}  total {:.1} s",
                 "",
                 "",
-                five_s(&secs),
+                five(&secs, 2, 2),
                 secs.iter().sum::<f64>()
             );
         }
     }
     Exit::Ok
+}
+
+/// min/mean/p50/p99/max of `v`, the mean with `mean_digits` decimals and the rest
+/// with `digits`.
+fn five(v: &[f64], digits: usize, mean_digits: usize) -> String {
+    format!(
+        "{:.d$}/{:.m$}/{:.d$}/{:.d$}/{:.d$}",
+        v.iter().copied().fold(f64::INFINITY, f64::min),
+        mean(v),
+        percentile(v, 50.0),
+        percentile(v, 99.0),
+        v.iter().copied().fold(0.0, f64::max),
+        d = digits,
+        m = mean_digits
+    )
 }
 
 /// The tokenizer a dry run can use: the one the run would load, when it is on this machine.

@@ -41,16 +41,10 @@ pub fn random_audio(
     let out_hi = ((d.output_len as f64 * (1.0 + r)).ceil() as u64).max(out_lo);
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        let duration = mean * (1.0 - dr + 2.0 * dr * rng.f64());
-        let wav = crate::wav::synthesize(duration, d.sample_rate, || rng.f64());
-        // The length the clip holds (whole samples), as the server will read it.
-        let duration = crate::wav::info(&wav)?.duration();
+        let seconds = mean * (1.0 - dr + 2.0 * dr * rng.f64());
+        let clip = AudioClip::synthetic(seconds, d.sample_rate, &mut rng, "audio.wav");
         out.push(RequestInput {
-            prompt: Prompt::Audio(Arc::new(AudioClip {
-                wav,
-                filename: "audio.wav".into(),
-                duration,
-            })),
+            prompt: Prompt::Audio(Arc::new(clip)),
             prompt_len,
             output_len: rng.range(out_lo, out_hi),
             arrival: None,

@@ -19,7 +19,8 @@ use benchplan::plan::{Backend, CaseParams, Dataset, Metric};
 use benchplan::sim::multipart;
 
 use crate::support::{
-    benchplan, read_json, read_request, scripted, sim_service, stderr, tempdir, timing_check,
+    benchplan, prefill_sim, read_json, read_request, scripted, sim_service, stderr, tempdir,
+    timing_check,
 };
 
 fn clip_params(endpoint: &str, n: u64, seconds: f64, output: u64) -> CaseParams {
@@ -48,14 +49,7 @@ async fn audio_latencies_tokens_and_rtfx_match_the_ground_truth() {
 async fn ground_truth_once() -> Result<(), String> {
     // A 2 s clip is 100 prompt tokens to the simulator (50 a second): prefill 15 ms +
     // 50 µs a token = 20 ms TTFT, then 10 ms a token.
-    let svc = sim_service(
-        Preset::GroundTruth,
-        SimParams {
-            prefill_overhead: Some(Dur::from_secs_f64(0.015)),
-            prefill_time_per_token: Some(Dur::from_secs_f64(50e-6)),
-            ..SimParams::default()
-        },
-    );
+    let svc = prefill_sim(0.015, 50e-6);
     let resolved = resolve(&svc, false, None).await.unwrap();
     let whisper_len = resolved
         .tokens
@@ -110,14 +104,7 @@ async fn a_longer_clip_is_a_longer_prefill() {
     // 1 s = 50 tokens = 2.5 ms of prefill; 9 s = 450 tokens = 22.5 ms: the server read
     // the clip at its length, and TTFT shows it.
     timing_check(3, || async {
-        let svc = sim_service(
-            Preset::GroundTruth,
-            SimParams {
-                prefill_overhead: Some(Dur::from_secs_f64(0.005)),
-                prefill_time_per_token: Some(Dur::from_secs_f64(50e-6)),
-                ..SimParams::default()
-            },
-        );
+        let svc = prefill_sim(0.005, 50e-6);
         let resolved = resolve(&svc, false, None).await.unwrap();
         let mut ttft = Vec::new();
         for secs in [1.0, 9.0] {
@@ -167,16 +154,8 @@ data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,\"t
 }
 
 fn clip(seconds: f64) -> Arc<AudioClip> {
-    let mut x = 0.1;
-    let wav = benchplan::wav::synthesize(seconds, 16_000, || {
-        x = (x * 7.3) % 1.0;
-        x
-    });
-    Arc::new(AudioClip {
-        wav,
-        filename: "audio.wav".into(),
-        duration: seconds,
-    })
+    let mut rng = benchplan::rng::Rng::new(7);
+    Arc::new(AudioClip::synthetic(seconds, 16_000, &mut rng, "audio.wav"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,12 +275,9 @@ fn the_form_without_extras_carries_language_en() {
 }
 
 fn write_clip(dir: &Path, name: &str, seconds: f64) {
-    let mut x = seconds;
-    let wav = benchplan::wav::synthesize(seconds, 8_000, || {
-        x = (x * 3.7 + 0.1) % 1.0;
-        x
-    });
-    std::fs::write(dir.join(name), wav).unwrap();
+    let mut rng = benchplan::rng::Rng::new(seconds.to_bits());
+    let clip = AudioClip::synthetic(seconds, 8_000, &mut rng, name);
+    std::fs::write(dir.join(name), &clip.wav).unwrap();
 }
 
 fn build(d: CustomAudioDataset, n: u64, dir: &Path) -> Result<Vec<RequestInput>, String> {

@@ -52,14 +52,7 @@ async fn ground_truth_latencies_are_measured_exactly() {
 
 async fn ground_truth_once() -> Result<(), String> {
     // Prefill 15 ms + 50 µs per token over 100 tokens = 20 ms TTFT; 10 ms per token after.
-    let svc = sim_service(
-        Preset::GroundTruth,
-        SimParams {
-            prefill_overhead: Some(Dur::from_secs_f64(0.015)),
-            prefill_time_per_token: Some(Dur::from_secs_f64(50e-6)),
-            ..SimParams::default()
-        },
-    );
+    let svc = crate::support::prefill_sim(0.015, 50e-6);
     let resolved = resolve(&svc, false, None).await.unwrap();
     let p = CaseParams {
         max_concurrency: Some(1),

@@ -9,12 +9,10 @@ use benchplan::load::case::execute;
 use benchplan::load::run::RunOptions;
 use benchplan::load::target::resolve;
 use benchplan::plan::dataset::RandomDataset;
-use benchplan::plan::sim::{Preset, SimParams};
-use benchplan::plan::units::Dur;
 use benchplan::plan::{Backend, CaseParams, Dataset, Metric};
 use serde_json::json;
 
-use crate::support::{read_request, scripted, sim_service, timing_check};
+use crate::support::{read_request, scripted, timing_check};
 
 fn params(backend: Backend, n: u64, input: u64, output: u64) -> CaseParams {
     CaseParams {
@@ -40,14 +38,7 @@ async fn responses_latencies_and_tokens_match_the_ground_truth_as_chat_does() {
 
 async fn ground_truth_once() -> Result<(), String> {
     // Prefill 15 ms + 50 µs per token over 100 tokens = 20 ms TTFT; 10 ms per token after.
-    let svc = sim_service(
-        Preset::GroundTruth,
-        SimParams {
-            prefill_overhead: Some(Dur::from_secs_f64(0.015)),
-            prefill_time_per_token: Some(Dur::from_secs_f64(50e-6)),
-            ..SimParams::default()
-        },
-    );
+    let svc = crate::support::prefill_sim(0.015, 50e-6);
     let resolved = resolve(&svc, false, None).await.unwrap();
     for backend in [Backend::OpenaiResponses, Backend::OpenaiChat] {
         let p = params(backend, 12, 100, 11);

@@ -62,6 +62,20 @@ pub fn sim_service(
     }
 }
 
+/// A ground-truth simulator whose TTFT is `overhead + per_token × prompt tokens`
+/// (seconds) and whose ITL is the preset's 10 ms.
+pub fn prefill_sim(overhead: f64, per_token: f64) -> benchplan::plan::Service {
+    use benchplan::plan::units::Dur;
+    sim_service(
+        benchplan::plan::sim::Preset::GroundTruth,
+        benchplan::plan::sim::SimParams {
+            prefill_overhead: Some(Dur::from_secs_f64(overhead)),
+            prefill_time_per_token: Some(Dur::from_secs_f64(per_token)),
+            ..Default::default()
+        },
+    )
+}
+
 /// `benchplan sim --port 0` in its own process, killed on drop.
 pub struct SimProcess {
     child: std::process::Child,

@@ -1,12 +1,13 @@
-//! A small HTTP/1.1 client for plain-http benchmark traffic: one task per request reads
-//! its own socket and decodes the body in place.
+//! A small HTTP/1.1 client for plain-http benchmark traffic: the request's task sends
+//! and reads the response head on its own socket; a streamed body is then read by the
+//! stream reader thread on Linux (`reader`), elsewhere by the task, decoded in place.
 //!
 //! Why not reqwest here: hyper runs each connection as its own task and passes every
 //! body frame to the request's task through a channel, so a streamed chunk costs two
 //! task wake-ups and a channel hop. With paced streams (about one TCP read per token)
-//! that hop was more than half of the client's CPU per chunk. Reading the socket in the
-//! request's own task halves it, and each read carries the kernel's receive time of
-//! its bytes (`rx_time`). reqwest still serves HTTPS and every side request.
+//! that hop was more than half of the client's CPU per chunk. Reading the socket
+//! directly halves it, and each read carries the kernel's receive time of its bytes
+//! (`rx_time`). reqwest still serves HTTPS and every side request.
 //!
 //! Scope: `POST` with a body, keep-alive connections in a per-target pool, responses
 //! framed by `Transfer-Encoding: chunked`, `Content-Length` or connection close.
@@ -334,13 +335,16 @@ impl Pool {
                 content_type,
                 pool: self,
                 stream: Some(stream),
-                keep_alive,
-                reads: 0,
-                arrived,
-                buf,
-                pos: 0,
-                framing,
-                out: Vec::new(),
+                wire: Wire {
+                    keep_alive,
+                    closed: false,
+                    reads: 0,
+                    arrived,
+                    buf,
+                    pos: 0,
+                    framing,
+                    out: Vec::new(),
+                },
             });
         }
     }
@@ -417,7 +421,7 @@ fn is_stale(e: &io::Error) -> bool {
 /// read. A streamed body arrives as one small segment per token, and each immediate ACK
 /// costs the client a loopback transmit and receive. The kernel leaves this mode on its
 /// own after a delayed ACK, hence the renewal while a body streams.
-fn delay_acks(stream: &TcpStream) {
+pub(super) fn delay_acks<S: super::rx_time::Socket>(stream: &S) {
     #[cfg(target_os = "linux")]
     super::rx_time::set_int_option(stream, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 0);
     #[cfg(not(target_os = "linux"))]
@@ -510,46 +514,33 @@ pub struct Response<'p> {
     pub content_type: Option<String>,
     pool: &'p Pool,
     stream: Option<TcpStream>,
-    keep_alive: bool,
-    /// Body reads so far.
-    reads: u32,
-    /// When the bytes of the latest read arrived (see `rx_time`).
-    arrived: Instant,
-    /// Received bytes not yet decoded start at `pos`.
-    buf: Vec<u8>,
-    pos: usize,
-    framing: Framing,
-    /// Body bytes decoded by the last `read_some`.
-    out: Vec<u8>,
+    wire: Wire,
 }
 
 impl std::fmt::Debug for Response<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Response")
             .field("status", &self.status)
-            .field("framing", &self.framing)
+            .field("framing", &self.wire.framing)
             .finish()
     }
 }
 
-impl Response<'_> {
+impl<'p> Response<'p> {
     /// Waits for more body: every body byte that arrived with the next read (plus any
     /// left from the head's read). `Ok(None)` at the end of the body, when a reusable
     /// connection goes back to the pool. With the bytes comes their arrival: the kernel's
     /// receive timestamp where there is one, else the time of the read.
     pub async fn read_some(&mut self) -> Result<Option<(&[u8], Instant)>, H1Error> {
-        self.out.clear();
+        self.wire.out.clear();
         loop {
-            let (used, framing) = decode_into(self.framing, &self.buf[self.pos..], &mut self.out)?;
-            self.pos += used;
-            self.framing = framing;
-            if !self.out.is_empty() {
-                return Ok(Some((&self.out, self.arrived)));
+            let done = self.wire.decode()?;
+            if !self.wire.out.is_empty() {
+                return Ok(Some((&self.wire.out, self.wire.arrived)));
             }
-            if self.framing == Framing::Done {
+            if done {
                 if let Some(s) = self.stream.take()
-                    && self.keep_alive
-                    && self.pos == self.buf.len()
+                    && self.wire.reusable()
                 {
                     self.pool.put_idle(s);
                 }
@@ -558,40 +549,156 @@ impl Response<'_> {
             let Some(stream) = self.stream.as_mut() else {
                 return Ok(None);
             };
+            self.wire.make_room();
+            let read = super::rx_time::read(stream, &mut self.wire.buf).await;
+            match self.wire.after_read(read) {
+                Ok(renew) => {
+                    if renew {
+                        delay_acks(stream);
+                    }
+                }
+                Err(e) => {
+                    self.stream = None;
+                    return Err(e);
+                }
+            }
+            if self.wire.closed {
+                self.stream = None;
+            }
+        }
+    }
+
+    /// The connection and the body's state, to be read somewhere else (the stream
+    /// reader thread), and the pool a reusable connection goes back to. The socket
+    /// leaves this runtime's reactor. None when the connection is gone already.
+    pub fn detach(self) -> Option<(std::net::TcpStream, Wire, &'p Pool)> {
+        let stream = self.stream?.into_std().ok()?;
+        Some((stream, self.wire, self.pool))
+    }
+}
+
+impl Pool {
+    /// Takes back a connection whose answer was read to its end elsewhere (see
+    /// [`Response::detach`]); it joins this runtime's reactor.
+    pub fn put_back(&self, s: std::net::TcpStream) {
+        if let Ok(s) = TcpStream::from_std(s) {
+            self.put_idle(s);
+        }
+    }
+}
+
+/// A response body's bytes on their way from the socket: what was received and not yet
+/// decoded, the framing's state, and what the latest decoding produced. It does no
+/// I/O itself, so a task and the reader thread read bodies alike.
+pub struct Wire {
+    keep_alive: bool,
+    /// The server closed the connection (a read of 0).
+    closed: bool,
+    /// Body reads so far.
+    reads: u32,
+    /// When the bytes of the latest read arrived (see `rx_time`).
+    arrived: Instant,
+    /// Received bytes not yet decoded start at `pos`.
+    buf: Vec<u8>,
+    pos: usize,
+    framing: Framing,
+    /// Body bytes decoded so far and not yet taken.
+    pub(super) out: Vec<u8>,
+}
+
+impl Wire {
+    /// Decodes what is buffered into `out`; true once the body is complete.
+    pub(super) fn decode(&mut self) -> Result<bool, H1Error> {
+        let (used, framing) = decode_into(self.framing, &self.buf[self.pos..], &mut self.out)?;
+        self.pos += used;
+        self.framing = framing;
+        Ok(framing == Framing::Done)
+    }
+
+    /// Decodes `input`, bytes read into a buffer of the caller's (the reader thread's
+    /// one buffer for all streams), into `out`; true once the body is complete. What
+    /// this stream holds goes first; bytes left after the body's end are kept (so the
+    /// connection is not reused). With nothing of its own left, the stream gives up its
+    /// read buffer: at 1,000 streams those were most of the client's memory.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) fn decode_read(&mut self, input: &[u8]) -> Result<bool, H1Error> {
+        if self.pos < self.buf.len() {
+            self.buf.extend_from_slice(input);
+            let done = self.decode()?;
             if self.pos == self.buf.len() {
-                self.buf.clear();
-                self.pos = 0;
-            } else if self.pos >= READ_SIZE {
-                self.buf.drain(..self.pos);
+                self.buf = Vec::new();
                 self.pos = 0;
             }
-            let read = read_more(stream, &mut self.buf).await;
-            if let Ok((n, at)) = read {
+            return Ok(done);
+        }
+        if self.buf.capacity() > 0 {
+            self.buf = Vec::new();
+            self.pos = 0;
+        }
+        let (used, framing) = decode_into(self.framing, input, &mut self.out)?;
+        self.framing = framing;
+        self.buf.extend_from_slice(&input[used..]);
+        Ok(framing == Framing::Done)
+    }
+
+    /// When the bytes of the latest read arrived.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) fn arrived(&self) -> Instant {
+        self.arrived
+    }
+
+    /// Whether the connection can serve another request: the body is complete, nothing
+    /// follows it, and both sides keep the connection.
+    pub(super) fn reusable(&self) -> bool {
+        self.keep_alive
+            && !self.closed
+            && self.framing == Framing::Done
+            && self.pos == self.buf.len()
+    }
+
+    /// Makes room in `buf` for the next read (the decoded part is dropped).
+    pub(super) fn make_room(&mut self) {
+        if self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+        } else if self.pos >= READ_SIZE {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        if self.buf.capacity() - self.buf.len() < READ_SIZE / 4 {
+            self.buf.reserve(READ_SIZE);
+        }
+    }
+
+    /// Takes account of a read into `buf`: the bytes' arrival, or the server's close
+    /// (the end of a close-delimited body, else a broken one). True when the reader
+    /// should renew delayed ACKs on the socket now (`delay_acks`).
+    pub(super) fn after_read(
+        &mut self,
+        read: io::Result<(usize, Instant)>,
+    ) -> Result<bool, H1Error> {
+        match read {
+            Ok((0, _)) => {
+                self.closed = true;
+                if self.framing == Framing::UntilClose {
+                    self.framing = Framing::Done;
+                    return Ok(false);
+                }
+                Err(H1Error::Broken(
+                    "the server closed the connection before the end of the body".into(),
+                ))
+            }
+            Ok((_, at)) => {
                 self.arrived = at;
                 self.reads += 1;
                 // The kernel leaves delayed-ACK mode only when its ACK timer fires (tens
                 // of ms); renewing it every few reads keeps it on at a quarter of the
                 // system calls (measured: as good as every read, better than never).
-                if n > 0 && self.reads % 4 == 1 {
-                    delay_acks(stream);
-                }
+                Ok(self.reads % 4 == 1)
             }
-            match read.map(|(n, _)| n) {
-                Ok(0) => {
-                    self.stream = None;
-                    if self.framing == Framing::UntilClose {
-                        self.framing = Framing::Done;
-                        return Ok(None);
-                    }
-                    return Err(H1Error::Broken(
-                        "the server closed the connection before the end of the body".into(),
-                    ));
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    self.stream = None;
-                    return Err(H1Error::Broken(format!("reading the body failed: {e}")));
-                }
+            Err(e) => {
+                self.closed = true;
+                Err(H1Error::Broken(format!("reading the body failed: {e}")))
             }
         }
     }

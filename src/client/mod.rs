@@ -7,7 +7,10 @@ mod chunk_scan;
 pub mod h1;
 pub mod http;
 pub mod multipart;
+#[cfg(target_os = "linux")]
+mod reader;
 pub mod request;
 pub mod responses;
 pub mod rx_time;
 pub mod sse;
+mod stream;

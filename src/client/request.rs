@@ -22,10 +22,10 @@ use std::time::{Duration, Instant};
 use reqwest::header::HeaderMap;
 
 use super::backend::{RequestInput, build_body};
-use super::chunk::{self, Api};
+use super::chunk::Api;
 use super::h1;
 use super::http::error_chain;
-use super::sse::{SseEvent, SseParser};
+use super::stream::{Alarm, End, Reading};
 use crate::metrics::sample::{RequestError, Sample};
 use crate::plan::{Backend, CaseParams};
 
@@ -142,7 +142,7 @@ pub fn truncate_chars(s: &mut String, n: usize) {
     }
 }
 
-fn fail(o: &mut Sample, kind: &str, message: impl Into<String>) {
+pub(super) fn fail(o: &mut Sample, kind: &str, message: impl Into<String>) {
     o.success = false;
     if o.error.is_none() {
         let mut message: String = message.into();
@@ -380,14 +380,14 @@ async fn open<'a>(
 }
 
 /// A short, printable excerpt of body bytes.
-fn excerpt(b: &[u8]) -> String {
+pub(super) fn excerpt(b: &[u8]) -> String {
     let mut s = String::from_utf8_lossy(b).into_owned();
     truncate_chars(&mut s, 200);
     s
 }
 
 /// Fails `o` for having no complete answer by the request timeout.
-fn timed_out(o: &mut Sample, total: Duration) {
+pub(super) fn timed_out(o: &mut Sample, total: Duration) {
     fail(
         o,
         "timeout",
@@ -399,7 +399,7 @@ fn timed_out(o: &mut Sample, total: Duration) {
 }
 
 /// `start + d`, or a time past any run when that does not fit an `Instant`.
-fn deadline_after(start: Instant, d: Duration) -> Instant {
+pub(super) fn deadline_after(start: Instant, d: Duration) -> Instant {
     start
         .checked_add(d)
         .unwrap_or_else(|| start + Duration::from_secs(10 * 365 * 86_400))
@@ -539,226 +539,56 @@ async fn read_pooling(resp: Body<'_>, sent: Instant, limits: Limits, out: &mut S
     }
 }
 
-/// The state of a streamed answer while its events are read.
-struct Stream<'a> {
-    api: Api,
-    sent: Instant,
-    /// The latest token event's time.
-    last: Instant,
-    first: bool,
-    out: &'a mut Sample,
-    failure: Option<(&'static str, String)>,
-}
-
-impl Stream<'_> {
-    /// A token event that arrived at `now`, adding `text` to the generated text.
-    fn token(&mut self, text: &str, now: Instant) {
-        if self.first {
-            self.out.ttft = (now - self.sent).as_secs_f64();
-            self.first = false;
-        } else {
-            self.out.itl.push((now - self.last).as_secs_f64());
-        }
-        self.last = now;
-        self.out.chunks += 1;
-        self.out.text.push_str(text);
-    }
-
-    /// One event of a Responses API stream (see [`super::responses`]); `done` marks
-    /// its terminal event.
-    fn responses_event(&mut self, ev: SseEvent<'_>, now: Instant) {
-        use super::responses::{Meaning, read};
-        if ev.data == b"[DONE]" {
-            // Some servers close with [DONE] as well; the terminal event decides.
-            return;
-        }
-        match read(ev.event, ev.data) {
-            Ok(Meaning::Token(text)) => self.token(&text, now),
-            Ok(Meaning::End(usage)) => {
-                if let Some((prompt, completion, cached)) = usage {
-                    self.out.usage_prompt = prompt.or(self.out.usage_prompt);
-                    self.out.usage_completion = completion.or(self.out.usage_completion);
-                    self.out.cached_tokens = cached.or(self.out.cached_tokens);
-                }
-                self.out.done = true;
-            }
-            Ok(Meaning::Failed(msg)) => {
-                self.failure = Some((
-                    "stream_error",
-                    format!("the server failed the response: {msg}"),
-                ));
-            }
-            Ok(Meaning::Other) => {}
-            Err(e) => {
-                self.failure = Some((
-                    "invalid_chunk",
-                    format!("unparsable event ({e}): {}", excerpt(ev.data)),
-                ));
-            }
-        }
-    }
-
-    /// One SSE event, arrived at `now`.
-    fn event(&mut self, ev: SseEvent<'_>, now: Instant) {
-        if self.failure.is_some() {
-            return;
-        }
-        if self.api == Api::Responses {
-            return self.responses_event(ev, now);
-        }
-        if ev.data == b"[DONE]" {
-            self.out.done = true;
-            return;
-        }
-        if ev.event == Some(b"error") {
-            self.failure = Some(("stream_error", excerpt(ev.data)));
-            return;
-        }
-        let c = match chunk::parse(ev.data) {
-            Ok(c) => c,
-            Err(e) => {
-                self.failure = Some((
-                    "invalid_chunk",
-                    format!("unparsable chunk ({e}): {}", excerpt(ev.data)),
-                ));
-                return;
-            }
-        };
-        if let Some(m) = c.metrics {
-            if let Some(q) = m.queue_time_ms {
-                self.out.server_queue_time = Some(q / 1e3);
-            }
-            if let Some(t) = m.time_to_first_token_ms {
-                self.out.server_ttft = Some(t / 1e3);
-            }
-        }
-        if let Some(text) = c.token(self.api) {
-            self.token(text, now);
-        } else if let Some(u) = c.usage {
-            self.out.usage_completion = u.completion_tokens.or(self.out.usage_completion);
-            self.out.usage_prompt = u.prompt_tokens.or(self.out.usage_prompt);
-            self.out.cached_tokens = u
-                .prompt_tokens_details
-                .and_then(|d| d.cached_tokens)
-                .or(self.out.cached_tokens);
-        } else if c.error.is_some() && !c.choices.present {
-            self.failure = Some(("stream_error", excerpt(ev.data)));
-        }
-    }
-}
-
+/// Reads a streamed answer under the request's deadline: on Linux the native client's
+/// streams go to the stream reader thread (`reader`), everything else is read here.
 async fn read_stream(
-    mut resp: Body<'_>,
+    resp: Body<'_>,
     sent: Instant,
     deadline: Instant,
     api: Api,
     limits: Limits,
     out: &mut Sample,
 ) {
-    let content_type = resp.content_type();
-    let mut parser = SseParser::with_limit(limits.max_event_bytes);
-    let mut st = Stream {
-        api,
-        sent,
-        last: sent,
-        first: true,
-        out,
-        failure: None,
+    let reading = Reading::new(api, sent, limits, resp.content_type(), std::mem::take(out));
+    #[cfg(target_os = "linux")]
+    let resp = match resp {
+        Body::Native(r) => {
+            *out = super::reader::read(r, reading, deadline).await;
+            return;
+        }
+        other => other,
     };
-    // The first bytes of the body, kept for the message when no event arrives.
-    let mut start = Vec::new();
-    let mut ended = false;
-    // One timer for the whole stream, for both the idle limit and the request's
-    // deadline, moved only when it fires: a timer set and cancelled around every read
-    // cost more than the read's parsing (the profile in benches/client_overhead.rs),
-    // and a second one for the deadline was polled on every wake-up. When it fires it
-    // looks at the deadline and the last arrival, and fails the stream or re-arms. The
-    // quiet period starts when reading starts; `finish` reads it only after bytes arrived.
-    let mut last_arrival = Instant::now();
-    let next_alarm = |last: Instant| deadline_after(last, limits.idle).min(deadline);
-    let alarm = tokio::time::sleep_until(next_alarm(last_arrival).into());
+    *out = read_here(resp, reading, deadline).await;
+}
+
+/// Reads a stream on this task: each read waits with one timer for both the idle limit
+/// and the request's deadline, moved only when it fires (a timer set and cancelled
+/// around every read cost more than the read's parsing; see benches/client_overhead.rs).
+async fn read_here(mut resp: Body<'_>, mut reading: Reading, deadline: Instant) -> Sample {
+    let alarm = tokio::time::sleep_until(reading.alarm_at(deadline).into());
     tokio::pin!(alarm);
-    let mut timed_out_at_deadline = false;
-    while st.failure.is_none() {
+    loop {
         let next = tokio::select! {
             biased;
             n = resp.next() => n,
-            _ = &mut alarm => {
-                let now = Instant::now();
-                if now >= deadline {
-                    timed_out_at_deadline = true;
-                    break;
-                }
-                if now < deadline_after(last_arrival, limits.idle) {
-                    alarm.as_mut().reset(next_alarm(last_arrival).into());
+            _ = &mut alarm => match reading.alarm(Instant::now(), deadline) {
+                Alarm::Rearm(at) => {
+                    alarm.as_mut().reset(at.into());
                     continue;
                 }
-                st.failure = Some((
-                    "idle_timeout",
-                    format!(
-                        "no byte for {:.1} s (stream_idle_timeout) after {} token events",
-                        limits.idle.as_secs_f64(),
-                        st.out.chunks
-                    ),
-                ));
-                break;
+                Alarm::End(end) => return reading.finish(end),
             }
         };
         // A chunk's time is when its bytes arrived (the kernel's stamp on the native path).
-        let (bytes, now) = match next {
-            Ok(Some(b)) => b,
-            Ok(None) => {
-                ended = true;
-                break;
+        match next {
+            Ok(Some((bytes, now))) => {
+                reading.bytes(bytes, now);
+                if reading.failed() {
+                    return reading.finish(End::Failed);
+                }
             }
-            Err(e) => {
-                st.failure = Some((
-                    "stream_broken",
-                    format!("the stream broke after {} token events: {e}", st.out.chunks),
-                ));
-                break;
-            }
-        };
-        last_arrival = now;
-        if start.len() < 200 {
-            start.extend_from_slice(&bytes[..bytes.len().min(200 - start.len())]);
-        }
-        if let Err(e) = parser.feed(bytes, &mut |ev| st.event(ev, now)) {
-            st.failure = Some(("oversized_response", e.to_string()));
-        }
-    }
-    // A last event without a blank line before the end counts (vLLM processes it too).
-    if ended && let Err(e) = parser.finish(&mut |ev| st.event(ev, last_arrival)) {
-        st.failure = Some(("oversized_response", e.to_string()));
-    }
-    if api == Api::Responses && ended && st.failure.is_none() && !st.first && !st.out.done {
-        st.failure = Some((
-            "no_terminal_event",
-            format!(
-                "the Responses stream ended after {} token events without response.completed",
-                st.out.chunks
-            ),
-        ));
-    }
-    let (first, last, failure) = (st.first, st.last, st.failure);
-    if timed_out_at_deadline {
-        return timed_out(out, limits.total);
-    }
-    match failure {
-        Some((kind, msg)) => fail(out, kind, msg),
-        None if first => fail(
-            out,
-            "no_tokens",
-            format!(
-                "the answer carried no token event (content-type {}; it began {:?})",
-                content_type.as_deref().unwrap_or("none"),
-                excerpt(&start)
-            ),
-        ),
-        None => {
-            // E2EL is set only on success: vLLM's failed streams report latency 0.
-            out.latency = (last - sent).as_secs_f64();
-            out.success = true;
+            Ok(None) => return reading.finish(End::Ended),
+            Err(e) => return reading.finish(End::Broken(e)),
         }
     }
 }

@@ -10,6 +10,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
+/// A socket this module can read and set options on: a tokio or a std TCP stream.
+#[cfg(unix)]
+pub trait Socket: std::os::fd::AsRawFd {}
+#[cfg(unix)]
+impl<T: std::os::fd::AsRawFd> Socket for T {}
+/// A socket this module can read and set options on (options are Linux's only).
+#[cfg(not(unix))]
+pub trait Socket {}
+#[cfg(not(unix))]
+impl<T> Socket for T {}
+
 /// Asks the kernel to timestamp what this socket receives.
 pub fn enable(stream: &TcpStream) {
     #[cfg(target_os = "linux")]
@@ -20,13 +31,12 @@ pub fn enable(stream: &TcpStream) {
 
 /// Sets an integer socket option; best effort (a refused option changes no result).
 #[cfg(target_os = "linux")]
-pub(super) fn set_int_option(
-    stream: &TcpStream,
+pub(super) fn set_int_option<S: Socket>(
+    stream: &S,
     level: libc::c_int,
     name: libc::c_int,
     value: libc::c_int,
 ) {
-    use std::os::fd::AsRawFd;
     // SAFETY: a valid socket, an int option and its size.
     unsafe {
         libc::setsockopt(
@@ -65,9 +75,23 @@ pub async fn read(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, I
             },
             Err(e) => return Err(e),
         };
-        let now = Instant::now();
-        return Ok((n, stamp.map_or(now, |s| arrival(s, SystemTime::now(), now))));
+        return Ok((n, stamped(stamp)));
     }
+}
+
+/// Reads once, now, into the spare capacity of `buf` (which must have some), from a
+/// non-blocking socket outside any runtime (the stream reader thread): the bytes read
+/// (0 at the end of the stream) and when they arrived; `WouldBlock` when there are none.
+#[cfg(target_os = "linux")]
+pub fn read_now<S: Socket>(stream: &S, buf: &mut Vec<u8>) -> io::Result<(usize, Instant)> {
+    let (n, stamp) = recv_once(stream, buf)?;
+    Ok((n, stamped(stamp)))
+}
+
+/// A read's arrival: the kernel's stamp where there is one, else now.
+fn stamped(stamp: Option<SystemTime>) -> Instant {
+    let now = Instant::now();
+    stamp.map_or(now, |s| arrival(s, SystemTime::now(), now))
 }
 
 /// The `Instant` of a wall-clock kernel stamp, given the wall clock and `Instant` now.
@@ -80,8 +104,7 @@ fn arrival(stamp: SystemTime, wall_now: SystemTime, now: Instant) -> Instant {
 }
 
 #[cfg(target_os = "linux")]
-fn recv_once(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, Option<SystemTime>)> {
-    use std::os::fd::AsRawFd;
+fn recv_once<S: Socket>(stream: &S, buf: &mut Vec<u8>) -> io::Result<(usize, Option<SystemTime>)> {
     let spare = buf.spare_capacity_mut();
     let mut iov = libc::iovec {
         iov_base: spare.as_mut_ptr().cast(),

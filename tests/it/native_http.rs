@@ -166,3 +166,73 @@ async fn nobody_listening_is_a_connection_error() {
     .await;
     assert_eq!(o.sample.error.map(|e| e.kind), Some("connection".into()));
 }
+
+#[tokio::test]
+async fn a_request_dropped_mid_stream_closes_its_connection() {
+    // An aborted run drops its requests' futures. The stream is being read elsewhere
+    // (the reader thread on Linux), so the drop must reach it: the server has to see
+    // the connection close, or it would go on generating for nobody.
+    let (closed_tx, closed_rx) = std::sync::mpsc::channel();
+    let closed_tx = std::sync::Mutex::new(closed_tx);
+    let (base, _) = scripted(move |_, s, _| {
+        if read_request(s).is_none() {
+            return;
+        }
+        let first = "data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n";
+        let _ = s.write_all(
+            format!(
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{first}\r\n",
+                first.len()
+            )
+            .as_bytes(),
+        );
+        // Then nothing more: wait for the client to go away (bounded).
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut b = [0u8; 64];
+        let gone = match std::io::Read::read(s, &mut b) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        };
+        let _ = closed_tx.lock().unwrap().send(gone);
+    });
+    let t = target(&base);
+    let cut = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        send(&t, b"{}".to_vec(), None),
+    )
+    .await;
+    assert!(cut.is_err(), "the stream never ends, so the wait is cut");
+    let gone = tokio::task::spawn_blocking(move || {
+        closed_rx.recv_timeout(std::time::Duration::from_secs(10))
+    })
+    .await
+    .unwrap();
+    assert_eq!(gone, Ok(true), "the server saw the connection close");
+}
+
+#[tokio::test]
+async fn a_streamed_answer_read_to_its_end_leaves_its_connection_for_the_next_request() {
+    // Chunked answers on one keep-alive connection, the way vLLM streams: after each
+    // body's last chunk the connection goes back to the pool (from wherever the body
+    // was read) and carries the next request.
+    let (base, heads) = scripted(|conn, s, heads| {
+        while read_request(s).is_some() {
+            heads.lock().unwrap().push(format!("connection {conn}"));
+            let body = chunked(SSE);
+            let _ = s.write_all(
+                format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{body}").as_bytes(),
+            );
+        }
+    });
+    let t = target(&base);
+    for _ in 0..3 {
+        assert_streamed(&send(&t, b"{}".to_vec(), None).await.sample);
+        assert_eq!(t.native.as_ref().unwrap().pool.idle_count(), 1);
+    }
+    assert_eq!(
+        *heads.lock().unwrap(),
+        ["connection 0", "connection 0", "connection 0"]
+    );
+}

@@ -1,0 +1,308 @@
+//! What a streamed answer's bytes mean as they arrive: SSE events become token events,
+//! usage and failures on the request's [`Sample`], and the way the stream ended becomes
+//! a success or a counted failure (vLLM's rules; see `request`).
+//!
+//! Synchronous on purpose: the async reader in `request` (reqwest, and systems without
+//! the reader thread) and the stream reader thread in `reader` (the native client on
+//! Linux) feed the same [`Reading`], so both read a stream exactly alike.
+
+use std::time::Instant;
+
+use super::chunk::{self, Api};
+use super::request::{Limits, deadline_after, excerpt, fail, timed_out};
+use super::sse::{SseEvent, SseParser};
+use crate::metrics::sample::Sample;
+
+/// How reading a stream stopped.
+#[derive(Debug)]
+pub enum End {
+    /// The body ended (its framing said so, or the server closed a close-delimited one).
+    Ended,
+    /// An event failed the stream (see [`Reading::failed`]); nothing more is read.
+    Failed,
+    /// The connection broke or the body's framing was invalid.
+    Broken(String),
+    /// No byte for the idle limit.
+    Idle,
+    /// The request's deadline passed.
+    Deadline,
+}
+
+/// What a stream's timer says when it fires.
+#[derive(Debug)]
+pub enum Alarm {
+    /// Bytes arrived since it was set: wait again, until this.
+    Rearm(Instant),
+    /// The stream is over (idle or past the deadline).
+    End(End),
+}
+
+/// A streamed answer being read: the SSE parser, the sample it fills and the first
+/// bytes (for the message when no event arrives).
+pub struct Reading {
+    api: Api,
+    sent: Instant,
+    /// The latest token event's time.
+    last: Instant,
+    first: bool,
+    sample: Sample,
+    failure: Option<(&'static str, String)>,
+    parser: SseParser,
+    start: Vec<u8>,
+    /// When the latest bytes arrived; the quiet period starts when reading starts.
+    last_arrival: Instant,
+    content_type: Option<String>,
+    limits: Limits,
+}
+
+impl Reading {
+    /// Starts reading the answer to a request sent at `sent`, into `sample`.
+    pub fn new(
+        api: Api,
+        sent: Instant,
+        limits: Limits,
+        content_type: Option<String>,
+        sample: Sample,
+    ) -> Reading {
+        Reading {
+            api,
+            sent,
+            last: sent,
+            first: true,
+            sample,
+            failure: None,
+            parser: SseParser::with_limit(limits.max_event_bytes),
+            start: Vec::new(),
+            last_arrival: Instant::now(),
+            content_type,
+            limits,
+        }
+    }
+
+    /// Whether an event failed the stream (nothing more needs reading).
+    pub fn failed(&self) -> bool {
+        self.failure.is_some()
+    }
+
+    /// Body bytes that arrived at `now`.
+    pub fn bytes(&mut self, bytes: &[u8], now: Instant) {
+        self.last_arrival = now;
+        if self.start.len() < 200 {
+            let take = bytes.len().min(200 - self.start.len());
+            self.start.extend_from_slice(&bytes[..take]);
+        }
+        let mut st = Events {
+            api: self.api,
+            sent: self.sent,
+            last: &mut self.last,
+            first: &mut self.first,
+            out: &mut self.sample,
+            failure: &mut self.failure,
+        };
+        if let Err(e) = self.parser.feed(bytes, &mut |ev| st.event(ev, now)) {
+            *st.failure = Some(("oversized_response", e.to_string()));
+        }
+    }
+
+    /// When the stream's one timer should fire next: the idle limit after the latest
+    /// bytes, or the deadline if that is sooner.
+    pub fn alarm_at(&self, deadline: Instant) -> Instant {
+        deadline_after(self.last_arrival, self.limits.idle).min(deadline)
+    }
+
+    /// The timer fired at `now`: the stream is past its deadline, idle, or neither
+    /// (bytes came since the timer was set; it waits again).
+    pub fn alarm(&self, now: Instant, deadline: Instant) -> Alarm {
+        if now >= deadline {
+            Alarm::End(End::Deadline)
+        } else if now < deadline_after(self.last_arrival, self.limits.idle) {
+            Alarm::Rearm(self.alarm_at(deadline))
+        } else {
+            Alarm::End(End::Idle)
+        }
+    }
+
+    /// The measured sample, after the stream stopped as `end`.
+    pub fn finish(mut self, end: End) -> Sample {
+        match end {
+            End::Ended => {
+                // A last event without a blank line before the end counts (vLLM
+                // processes it too).
+                let mut st = Events {
+                    api: self.api,
+                    sent: self.sent,
+                    last: &mut self.last,
+                    first: &mut self.first,
+                    out: &mut self.sample,
+                    failure: &mut self.failure,
+                };
+                let at = self.last_arrival;
+                if let Err(e) = self.parser.finish(&mut |ev| st.event(ev, at)) {
+                    *st.failure = Some(("oversized_response", e.to_string()));
+                }
+                if self.api == Api::Responses
+                    && self.failure.is_none()
+                    && !self.first
+                    && !self.sample.done
+                {
+                    self.failure = Some((
+                        "no_terminal_event",
+                        format!(
+                            "the Responses stream ended after {} token events without response.completed",
+                            self.sample.chunks
+                        ),
+                    ));
+                }
+            }
+            End::Failed => {}
+            End::Broken(e) => {
+                self.failure.get_or_insert((
+                    "stream_broken",
+                    format!(
+                        "the stream broke after {} token events: {e}",
+                        self.sample.chunks
+                    ),
+                ));
+            }
+            End::Idle => {
+                self.failure.get_or_insert((
+                    "idle_timeout",
+                    format!(
+                        "no byte for {:.1} s (stream_idle_timeout) after {} token events",
+                        self.limits.idle.as_secs_f64(),
+                        self.sample.chunks
+                    ),
+                ));
+            }
+            End::Deadline => {
+                timed_out(&mut self.sample, self.limits.total);
+                return self.sample;
+            }
+        }
+        let out = &mut self.sample;
+        match self.failure {
+            Some((kind, msg)) => fail(out, kind, msg),
+            None if self.first => fail(
+                out,
+                "no_tokens",
+                format!(
+                    "the answer carried no token event (content-type {}; it began {:?})",
+                    self.content_type.as_deref().unwrap_or("none"),
+                    excerpt(&self.start)
+                ),
+            ),
+            None => {
+                // E2EL is set only on success: vLLM's failed streams report latency 0.
+                out.latency = (self.last - self.sent).as_secs_f64();
+                out.success = true;
+            }
+        }
+        self.sample
+    }
+}
+
+/// The event side of a [`Reading`], borrowed while its parser is fed.
+struct Events<'a> {
+    api: Api,
+    sent: Instant,
+    last: &'a mut Instant,
+    first: &'a mut bool,
+    out: &'a mut Sample,
+    failure: &'a mut Option<(&'static str, String)>,
+}
+
+impl Events<'_> {
+    /// A token event that arrived at `now`, adding `text` to the generated text.
+    fn token(&mut self, text: &str, now: Instant) {
+        if *self.first {
+            self.out.ttft = (now - self.sent).as_secs_f64();
+            *self.first = false;
+        } else {
+            self.out.itl.push((now - *self.last).as_secs_f64());
+        }
+        *self.last = now;
+        self.out.chunks += 1;
+        self.out.text.push_str(text);
+    }
+
+    /// One event of a Responses API stream (see [`super::responses`]).
+    fn responses_event(&mut self, ev: SseEvent<'_>, now: Instant) {
+        use super::responses::{Meaning, read};
+        if ev.data == b"[DONE]" {
+            // Some servers close with [DONE] as well; the terminal event decides.
+            return;
+        }
+        match read(ev.event, ev.data) {
+            Ok(Meaning::Token(text)) => self.token(&text, now),
+            Ok(Meaning::End(usage)) => {
+                if let Some((prompt, completion, cached)) = usage {
+                    self.out.usage_prompt = prompt.or(self.out.usage_prompt);
+                    self.out.usage_completion = completion.or(self.out.usage_completion);
+                    self.out.cached_tokens = cached.or(self.out.cached_tokens);
+                }
+                self.out.done = true;
+            }
+            Ok(Meaning::Failed(msg)) => {
+                *self.failure = Some((
+                    "stream_error",
+                    format!("the server failed the response: {msg}"),
+                ));
+            }
+            Ok(Meaning::Other) => {}
+            Err(e) => {
+                *self.failure = Some((
+                    "invalid_chunk",
+                    format!("unparsable event ({e}): {}", excerpt(ev.data)),
+                ));
+            }
+        }
+    }
+
+    /// One SSE event, arrived at `now`.
+    fn event(&mut self, ev: SseEvent<'_>, now: Instant) {
+        if self.failure.is_some() {
+            return;
+        }
+        if self.api == Api::Responses {
+            return self.responses_event(ev, now);
+        }
+        if ev.data == b"[DONE]" {
+            self.out.done = true;
+            return;
+        }
+        if ev.event == Some(b"error") {
+            *self.failure = Some(("stream_error", excerpt(ev.data)));
+            return;
+        }
+        let c = match chunk::parse(ev.data) {
+            Ok(c) => c,
+            Err(e) => {
+                *self.failure = Some((
+                    "invalid_chunk",
+                    format!("unparsable chunk ({e}): {}", excerpt(ev.data)),
+                ));
+                return;
+            }
+        };
+        if let Some(m) = c.metrics {
+            if let Some(q) = m.queue_time_ms {
+                self.out.server_queue_time = Some(q / 1e3);
+            }
+            if let Some(t) = m.time_to_first_token_ms {
+                self.out.server_ttft = Some(t / 1e3);
+            }
+        }
+        if let Some(text) = c.token(self.api) {
+            self.token(text, now);
+        } else if let Some(u) = c.usage {
+            self.out.usage_completion = u.completion_tokens.or(self.out.usage_completion);
+            self.out.usage_prompt = u.prompt_tokens.or(self.out.usage_prompt);
+            self.out.cached_tokens = u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .or(self.out.cached_tokens);
+        } else if c.error.is_some() && !c.choices.present {
+            *self.failure = Some(("stream_error", excerpt(ev.data)));
+        }
+    }
+}

@@ -6,7 +6,7 @@
 //! - paced chunks (ITL 10 ms, prefill 20 ms, about one read per chunk): CPU per chunk
 //!   and the TTFT and ITL error against the simulator's configured latencies;
 //! - a Poisson schedule at 1,000 req/s: achieved rate and schedule lag;
-//! - peak RSS of this (client) process.
+//! - peak RSS of this (client) process at the end of the run.
 //!
 //! Rows ending in `@pinned` bind the client to CPU 0 and the simulator to CPU 1: the
 //! client's accuracy when nothing else competes for its core (the simulator, on one
@@ -51,6 +51,10 @@ struct Figures {
     cpu_user: f64,
     /// Percent of the machine's CPU time the hypervisor stole during the run.
     steal: f64,
+    /// This process's peak RSS when the run ended, MiB (before the analysis below
+    /// parses the simulator's record of every chunk, which is the bench's, not the
+    /// client's).
+    rss: f64,
     summary: benchplan::metrics::summary::Summary,
     records: Vec<benchplan::metrics::record::RequestRecord>,
     /// The run's start on the monotonic clock (ns), which the records' times count from.
@@ -164,6 +168,7 @@ async fn measure(
     let (user1, sys1) = own_cpu();
     let steal = steal_percent(steal0, steal_and_total_ticks());
     let (cpu, cpu_user) = (user1 + sys1 - user0 - sys0, user1 - user0);
+    let rss = peak_rss_mib();
     let emitted = emitted_times(sim, &resolved.client, requests).await;
     let chunks = run.records.iter().map(|r| u64::from(r.sample.chunks)).sum();
     let summary = summarize(&run.records, run.duration, &params, None);
@@ -173,6 +178,7 @@ async fn measure(
         cpu,
         cpu_user,
         steal,
+        rss,
         summary,
         started_ns: benchplan::clock::monotonic_ns(run.started) as f64,
         records: run.records,
@@ -608,7 +614,7 @@ fn run_one(name: &str) {
     rt.block_on(async {
         let sim = SimProcess::start_on(sim_args, pinned.then_some(1));
         let f = measure(&sim, streams, requests, output, rate, native).await;
-        let rss = peak_rss_mib();
+        let rss = f.rss;
         if name.starts_with("poisson") {
             let lag = f.summary.schedule_lag.as_ref().unwrap();
             println!(

@@ -57,6 +57,7 @@ pub async fn read(resp: h1::Response<'_>, reading: Reading, deadline: Instant) -
         alarm: deadline,
         drained: false,
         closing: false,
+        more: false,
         done,
     };
     let reader = reader();
@@ -95,8 +96,13 @@ pub async fn read(resp: h1::Response<'_>, reading: Reading, deadline: Instant) -
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
-/// The reader's read size: a fast stream's socket is emptied in few reads.
-const SCRATCH: usize = 64 * 1024;
+/// The reader's read size: a fast stream's socket is emptied in few reads (4 KiB in
+/// unit tests, so a test body needs many).
+const SCRATCH: usize = if cfg!(test) { 4096 } else { 64 * 1024 };
+
+/// Reads of one stream in one turn (4 MiB at most) before the others get theirs; two
+/// in unit tests, so a test body crosses turns.
+const READS_PER_TURN: u32 = if cfg!(test) { 2 } else { 64 };
 
 /// The data of the wake-up eventfd in the epoll set (stream ids count up from 0).
 const WAKE: u64 = u64::MAX;
@@ -114,6 +120,8 @@ struct Job {
     drained: bool,
     /// The server hung up (this wake's event said so): read on to the end.
     closing: bool,
+    /// The turn's reads ran out before the socket was empty: read on next turn.
+    more: bool,
     done: oneshot::Sender<Finished>,
 }
 
@@ -209,6 +217,8 @@ struct Loop {
     alarms: BinaryHeap<Reverse<(Instant, u64)>>,
     /// The one read buffer: every stream's bytes are decoded straight out of it.
     scratch: Vec<u8>,
+    /// Streams to read on in the next turn (see [`Loop::service`]).
+    backlog: Vec<u64>,
 }
 
 impl Loop {
@@ -220,17 +230,24 @@ impl Loop {
             jobs: HashMap::new(),
             alarms: BinaryHeap::new(),
             scratch: Vec::with_capacity(SCRATCH),
+            backlog: Vec::new(),
         }
     }
 
     fn run(mut self) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
         loop {
-            let timeout = self.alarms.peek().map_or(-1, |Reverse((at, _))| {
-                // epoll counts milliseconds: round up, so a timer never fires early.
-                let ns = at.saturating_duration_since(Instant::now()).as_nanos();
-                ns.div_ceil(1_000_000).min(i32::MAX as u128) as i32
-            });
+            // Streams left unread in the last turn: look for events without waiting.
+            let backlog = std::mem::take(&mut self.backlog);
+            let timeout = if !backlog.is_empty() {
+                0
+            } else {
+                self.alarms.peek().map_or(-1, |Reverse((at, _))| {
+                    // epoll counts milliseconds: round up, so a timer never fires early.
+                    let ns = at.saturating_duration_since(Instant::now()).as_nanos();
+                    ns.div_ceil(1_000_000).min(i32::MAX as u128) as i32
+                })
+            };
             // SAFETY: waiting on our epoll set into our event buffer.
             let n = unsafe {
                 libc::epoll_wait(
@@ -251,8 +268,11 @@ impl Loop {
                     let closing = ev.events
                         & (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32
                         != 0;
-                    self.service(id, closing);
+                    self.service(id, Some(closing));
                 }
+            }
+            for id in backlog {
+                self.service(id, None);
             }
             self.fire_alarms();
         }
@@ -306,23 +326,28 @@ impl Loop {
             return;
         }
         self.jobs.insert(id, job);
-        self.service(id, false);
+        self.service(id, Some(false));
     }
 
-    /// Reads what stream `id` has, and ends it if that was its end. `closing`: the
-    /// server hung up, so the socket is read until its end, not until a short read.
-    fn service(&mut self, id: u64, closing: bool) {
+    /// Reads what stream `id` has, and ends it if that was its end. `closing` (None:
+    /// as before): the server hung up, so the socket is read until its end, not until
+    /// a short read. A stream with more to read than one turn allows waits in the
+    /// backlog for the next turn, so one fast stream does not hold up the others.
+    fn service(&mut self, id: u64, closing: Option<bool>) {
         let Some(job) = self.jobs.get_mut(&id) else {
             return; // ended or cancelled since the event was queued
         };
         job.drained = false;
-        job.closing = closing;
+        job.more = false;
+        job.closing = closing.unwrap_or(job.closing);
         // A panic in one stream's reading fails that request, not the reader.
         let scratch = &mut self.scratch;
         let end = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pump(job, scratch)))
             .unwrap_or_else(|_| Some(End::Broken("the stream reader failed on it".into())));
-        if let Some(end) = end {
-            self.end(id, end);
+        match end {
+            Some(end) => self.end(id, end),
+            None if job.more => self.backlog.push(id),
+            None => {}
         }
     }
 
@@ -386,6 +411,7 @@ impl Loop {
 /// Reads go into `scratch`, the thread's one read buffer, not one per stream.
 fn pump(job: &mut Job, scratch: &mut Vec<u8>) -> Option<End> {
     scratch.clear();
+    let mut reads = 0;
     loop {
         // The first round decodes what came with the response head.
         let done = match job.wire.decode_read(scratch) {
@@ -406,6 +432,11 @@ fn pump(job: &mut Job, scratch: &mut Vec<u8>) -> Option<End> {
         if job.drained {
             return None; // the next segment brings a new edge
         }
+        if reads == READS_PER_TURN {
+            job.more = true;
+            return None;
+        }
+        reads += 1;
         let read = super::rx_time::read_now(&job.stream, scratch);
         match &read {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
@@ -419,5 +450,51 @@ fn pump(job: &mut Job, scratch: &mut Vec<u8>) -> Option<End> {
             Ok(false) => {}
             Err(e) => return Some(End::Broken(e.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::time::Duration;
+
+    use crate::client::request::{Limits, Target, send};
+    use crate::plan::Backend;
+
+    #[tokio::test]
+    async fn a_body_longer_than_a_turn_is_read_to_its_end_over_several_turns() {
+        // 20,000 token events already queued: more than a turn's reads, and no new
+        // segment will arrive to raise another edge, so only the backlog reads the rest.
+        let events: String = (0..20_000)
+            .map(|i| format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"t{i} \"}}]}}\n\n"))
+            .collect();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut head = [0u8; 4096];
+            let _ = s.read(&mut head);
+            let body = format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len());
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
+            let _ = s.write_all(body.as_bytes());
+            std::thread::sleep(Duration::from_secs(10)); // keep it open: no hang-up edge
+        });
+        let t = Target::new(
+            format!("http://{addr}/v1/completions"),
+            format!("http://{addr}"),
+            Backend::Openai,
+            "m".into(),
+            Default::default(),
+            crate::client::http::build_client(false, None).unwrap(),
+            Limits {
+                idle: Duration::from_secs(3),
+                total: Duration::from_secs(8),
+                ..Limits::default()
+            },
+        );
+        let o = send(&t, b"{}".to_vec(), None).await.sample;
+        assert!(o.success, "{:?}", o.error);
+        assert_eq!(o.chunks, 20_000);
+        assert!(o.text.starts_with("t0 t1 ") && o.text.ends_with("t19999 "));
     }
 }

@@ -15,8 +15,8 @@
 //!
 //! Each scenario runs in a fresh child process (so its peak RSS is its own) with a
 //! single-threaded tokio runtime, as `benchplan bench` uses against an external server.
-//! CPU is read with getrusage around the measured run only (the dataset is built
-//! before), so start-up and prompt building are not counted. `BENCH_ONLY=paced` runs
+//! CPU is read with getrusage around the measured run only (the dataset is built and
+//! the smoke request sent before), so start-up and prompt building are not counted. `BENCH_ONLY=paced` runs
 //! the scenarios whose name starts with that; `BENCH_OUTPUT=N` sets the output tokens
 //! per request (to tell per-request costs from per-chunk ones). While a scenario is
 //! measured it prints `measuring: pid N` on stderr, for `perf record -p N`.
@@ -155,6 +155,16 @@ async fn measure(
         // The comparison rows: the same requests through reqwest/hyper.
         Arc::get_mut(&mut t).expect("sole owner").native = None;
     }
+    // The smoke request, sent before the meter starts: a single stream whose chunks
+    // are not among the measured ones, so its CPU (100 unbatched wake-ups at 100
+    // tokens, ~0.3 us a measured chunk of the 100-stream row) would be charged to
+    // chunks it did not carry. The floor rows send none.
+    let smoke = benchplan::client::request::send_input(&t, &params, &inputs[0], None, None).await;
+    assert!(
+        smoke.sample.success,
+        "smoke request: {:?}",
+        smoke.sample.error
+    );
     let me = std::process::id();
     // For a profiler attached to the measured part only (`perf record -p`).
     eprintln!("measuring: pid {me}");
@@ -162,6 +172,7 @@ async fn measure(
     let steal0 = steal_and_total_ticks();
     let opts = RunOptions {
         request_id_prefix: ID_PREFIX.into(),
+        smoke: false,
         ..RunOptions::default()
     };
     let run = run_case(t, params.clone(), inputs, &opts).await.unwrap();

@@ -91,7 +91,15 @@ impl Reading {
             let take = bytes.len().min(200 - self.start.len());
             self.start.extend_from_slice(&bytes[..take]);
         }
-        let mut st = Events {
+        let (parser, mut st) = self.split();
+        if let Err(e) = parser.feed(bytes, &mut |ev| st.event(ev, now)) {
+            *st.failure = Some(("oversized_response", e.to_string()));
+        }
+    }
+
+    /// The parser, and the events' side of this reading to take what it parses.
+    fn split(&mut self) -> (&mut SseParser, Events<'_>) {
+        let st = Events {
             api: self.api,
             sent: self.sent,
             last: &mut self.last,
@@ -99,9 +107,7 @@ impl Reading {
             out: &mut self.sample,
             failure: &mut self.failure,
         };
-        if let Err(e) = self.parser.feed(bytes, &mut |ev| st.event(ev, now)) {
-            *st.failure = Some(("oversized_response", e.to_string()));
-        }
+        (&mut self.parser, st)
     }
 
     /// When the stream's one timer should fire next: the idle limit after the latest
@@ -128,16 +134,9 @@ impl Reading {
             End::Ended => {
                 // A last event without a blank line before the end counts (vLLM
                 // processes it too).
-                let mut st = Events {
-                    api: self.api,
-                    sent: self.sent,
-                    last: &mut self.last,
-                    first: &mut self.first,
-                    out: &mut self.sample,
-                    failure: &mut self.failure,
-                };
                 let at = self.last_arrival;
-                if let Err(e) = self.parser.finish(&mut |ev| st.event(ev, at)) {
+                let (parser, mut st) = self.split();
+                if let Err(e) = parser.finish(&mut |ev| st.event(ev, at)) {
                     *st.failure = Some(("oversized_response", e.to_string()));
                 }
                 if self.api == Api::Responses

@@ -48,16 +48,15 @@ pub async fn read(resp: h1::Response<'_>, reading: Reading, deadline: Instant) -
     };
     let (done, finished) = oneshot::channel();
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let alarm = reading.alarm_at(deadline);
     let job = Job {
         id,
         stream,
         wire,
         reading,
         deadline,
-        alarm: deadline,
-        drained: false,
-        closing: false,
-        more: false,
+        alarm,
+        hung_up: false,
         done,
     };
     let reader = reader();
@@ -116,12 +115,9 @@ struct Job {
     deadline: Instant,
     /// When this stream's timer fires next.
     alarm: Instant,
-    /// The latest read came back short: the socket is empty until its next edge.
-    drained: bool,
-    /// The server hung up (this wake's event said so): read on to the end.
-    closing: bool,
-    /// The turn's reads ran out before the socket was empty: read on next turn.
-    more: bool,
+    /// The server hung up (an event said so): the socket is read to its end, since
+    /// no later edge will come to say there is more.
+    hung_up: bool,
     done: oneshot::Sender<Finished>,
 }
 
@@ -264,15 +260,14 @@ impl Loop {
                         return; // every handle is gone: the process is ending
                     }
                 } else {
-                    // After a hang-up, read to the end: a short read is not an edge to wait for.
-                    let closing = ev.events
+                    let hung_up = ev.events
                         & (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32
                         != 0;
-                    self.service(id, Some(closing));
+                    self.service(id, hung_up);
                 }
             }
             for id in backlog {
-                self.service(id, None);
+                self.service(id, false);
             }
             self.fire_alarms();
         }
@@ -298,9 +293,8 @@ impl Loop {
         }
     }
 
-    fn add(&mut self, mut job: Box<Job>) {
+    fn add(&mut self, job: Box<Job>) {
         let id = job.id;
-        job.alarm = job.reading.alarm_at(job.deadline);
         self.alarms.push(Reverse((job.alarm, id)));
         // Edge-triggered: what is already in the socket is reported once now, then each
         // new arrival once. The bytes read with the head are decoded first (service).
@@ -326,28 +320,26 @@ impl Loop {
             return;
         }
         self.jobs.insert(id, job);
-        self.service(id, Some(false));
+        self.service(id, false);
     }
 
-    /// Reads what stream `id` has, and ends it if that was its end. `closing` (None:
-    /// as before): the server hung up, so the socket is read until its end, not until
-    /// a short read. A stream with more to read than one turn allows waits in the
-    /// backlog for the next turn, so one fast stream does not hold up the others.
-    fn service(&mut self, id: u64, closing: Option<bool>) {
+    /// Reads what stream `id` has, and ends it if that was its end; `hung_up`: this
+    /// wake's event says the server hung up. A stream with more to read than one turn
+    /// allows waits in the backlog for the next turn, so one fast stream does not hold
+    /// up the others.
+    fn service(&mut self, id: u64, hung_up: bool) {
         let Some(job) = self.jobs.get_mut(&id) else {
             return; // ended or cancelled since the event was queued
         };
-        job.drained = false;
-        job.more = false;
-        job.closing = closing.unwrap_or(job.closing);
+        job.hung_up |= hung_up;
         // A panic in one stream's reading fails that request, not the reader.
         let scratch = &mut self.scratch;
-        let end = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pump(job, scratch)))
-            .unwrap_or_else(|_| Some(End::Broken("the stream reader failed on it".into())));
-        match end {
-            Some(end) => self.end(id, end),
-            None if job.more => self.backlog.push(id),
-            None => {}
+        let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pump(job, scratch)))
+            .unwrap_or_else(|_| Turn::End(End::Broken("the stream reader failed on it".into())));
+        match turn {
+            Turn::End(end) => self.end(id, end),
+            Turn::More => self.backlog.push(id),
+            Turn::Wait => {}
         }
     }
 
@@ -407,48 +399,61 @@ impl Loop {
     }
 }
 
-/// Decodes and reads a stream until its socket is empty or the stream is over (its end).
-/// Reads go into `scratch`, the thread's one read buffer, not one per stream.
-fn pump(job: &mut Job, scratch: &mut Vec<u8>) -> Option<End> {
+/// How a stream's turn in [`pump`] ended.
+enum Turn {
+    /// The stream is over.
+    End(End),
+    /// The socket is empty: the next segment brings a new edge.
+    Wait,
+    /// The turn's reads ran out before the socket was empty: read on next turn.
+    More,
+}
+
+/// Decodes and reads a stream until its socket is empty, its turn's reads run out, or
+/// the stream is over. Reads go into `scratch`, the thread's one read buffer, not one
+/// per stream.
+fn pump(job: &mut Job, scratch: &mut Vec<u8>) -> Turn {
     scratch.clear();
     let mut reads = 0;
+    // The latest read came back short: the socket is empty until its next edge (unless
+    // the server hung up, when no edge will come).
+    let mut drained = false;
     loop {
         // The first round decodes what came with the response head.
         let done = match job.wire.decode_read(scratch) {
             Ok(done) => done,
-            Err(e) => return Some(End::Broken(e.to_string())),
+            Err(e) => return Turn::End(End::Broken(e.to_string())),
         };
         scratch.clear();
         if !job.wire.out.is_empty() {
             job.reading.bytes(&job.wire.out, job.wire.arrived());
             job.wire.out.clear();
             if job.reading.failed() {
-                return Some(End::Failed);
+                return Turn::End(End::Failed);
             }
         }
         if done {
-            return Some(End::Ended);
+            return Turn::End(End::Ended);
         }
-        if job.drained {
-            return None; // the next segment brings a new edge
+        if drained {
+            return Turn::Wait;
         }
         if reads == READS_PER_TURN {
-            job.more = true;
-            return None;
+            return Turn::More;
         }
         reads += 1;
         let read = super::rx_time::read_now(&job.stream, scratch);
         match &read {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Turn::Wait,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             // A read that did not fill the buffer emptied the socket.
-            Ok((n, _)) => job.drained = !job.closing && *n > 0 && *n < scratch.capacity(),
+            Ok((n, _)) => drained = !job.hung_up && *n > 0 && *n < scratch.capacity(),
             Err(_) => {}
         }
         match job.wire.after_read(read) {
             Ok(true) => h1::delay_acks(&job.stream),
             Ok(false) => {}
-            Err(e) => return Some(End::Broken(e.to_string())),
+            Err(e) => return Turn::End(End::Broken(e.to_string())),
         }
     }
 }

@@ -173,7 +173,6 @@ async fn a_request_dropped_mid_stream_closes_its_connection() {
     // (the reader thread on Linux), so the drop must reach it: the server has to see
     // the connection close, or it would go on generating for nobody.
     let (closed_tx, closed_rx) = std::sync::mpsc::channel();
-    let closed_tx = std::sync::Mutex::new(closed_tx);
     let (base, _) = scripted(move |_, s, _| {
         if read_request(s).is_none() {
             return;
@@ -195,7 +194,7 @@ async fn a_request_dropped_mid_stream_closes_its_connection() {
             Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
             Ok(_) => false,
         };
-        let _ = closed_tx.lock().unwrap().send(gone);
+        let _ = closed_tx.send(gone);
     });
     let t = target(&base);
     let cut = tokio::time::timeout(

@@ -24,7 +24,7 @@
 //! body's work is small, and the request tasks keep the rest on the runtime.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::OnceLock;
@@ -36,6 +36,7 @@ use tokio::sync::oneshot;
 
 use super::h1::{self, Wire};
 use super::request::fail;
+use super::rx_time::Clocks;
 use super::stream::{Alarm, End, Reading};
 use crate::metrics::sample::Sample;
 
@@ -103,8 +104,28 @@ const SCRATCH: usize = if cfg!(test) { 4096 } else { 64 * 1024 };
 /// in unit tests, so a test body crosses turns.
 const READS_PER_TURN: u32 = if cfg!(test) { 2 } else { 64 };
 
-/// The data of the wake-up eventfd in the epoll set (stream ids count up from 0).
+/// The data of the wake-up eventfd in the epoll set (a stream's is its [`Key`]).
 const WAKE: u64 = u64::MAX;
+
+/// Where a stream is in the reader's table (its slot) and which stream it is (the low
+/// half of its id): an event or timer of a stream that ended is not taken for the one
+/// that took its slot since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Key(u64);
+
+impl Key {
+    fn new(slot: usize, id: u64) -> Key {
+        Key((id << 32) | slot as u64)
+    }
+
+    fn slot(self) -> usize {
+        (self.0 & 0xFFFF_FFFF) as usize
+    }
+
+    fn is(self, id: u64) -> bool {
+        self.0 >> 32 == id & 0xFFFF_FFFF
+    }
+}
 
 /// A streamed body handed to the reader.
 struct Job {
@@ -208,13 +229,16 @@ struct Loop {
     ep: std::os::fd::OwnedFd,
     wake: std::os::fd::RawFd,
     inbox: mpsc::Receiver<Msg>,
-    jobs: HashMap<u64, Box<Job>>,
+    /// The streams by slot (a table, not a map: an event's data is the slot, so a
+    /// chunk costs no hashing), and the free slots.
+    jobs: Vec<Option<Box<Job>>>,
+    free: Vec<usize>,
     /// (when, stream): each stream's current timer, plus stale entries skipped on pop.
-    alarms: BinaryHeap<Reverse<(Instant, u64)>>,
+    alarms: BinaryHeap<Reverse<(Instant, Key)>>,
     /// The one read buffer: every stream's bytes are decoded straight out of it.
     scratch: Vec<u8>,
     /// Streams to read on in the next turn (see [`Loop::service`]).
-    backlog: Vec<u64>,
+    backlog: Vec<Key>,
 }
 
 impl Loop {
@@ -223,7 +247,8 @@ impl Loop {
             ep,
             wake,
             inbox,
-            jobs: HashMap::new(),
+            jobs: Vec::new(),
+            free: Vec::new(),
             alarms: BinaryHeap::new(),
             scratch: Vec::with_capacity(SCRATCH),
             backlog: Vec::new(),
@@ -253,36 +278,42 @@ impl Loop {
                     timeout,
                 )
             };
+            // One reading of the clocks for every kernel stamp of this wake-up's reads.
+            let clocks = Clocks::now();
             for ev in &events[..n.max(0) as usize] {
-                let id = ev.u64;
-                if id == WAKE {
-                    if !self.inbox_messages() {
+                if ev.u64 == WAKE {
+                    if !self.inbox_messages(&clocks) {
                         return; // every handle is gone: the process is ending
                     }
                 } else {
                     let hung_up = ev.events
                         & (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32
                         != 0;
-                    self.service(id, hung_up);
+                    self.service(Key(ev.u64), hung_up, &clocks);
                 }
             }
-            for id in backlog {
-                self.service(id, false);
+            for key in backlog {
+                self.service(key, false, &clocks);
             }
-            self.fire_alarms();
+            self.fire_alarms(clocks.mono);
         }
     }
 
     /// Takes the queued messages; false when the queue is closed.
-    fn inbox_messages(&mut self) -> bool {
+    fn inbox_messages(&mut self, clocks: &Clocks) -> bool {
         let mut count = [0u8; 8];
         // SAFETY: an 8-byte read from our eventfd, which resets its count.
         unsafe { libc::read(self.wake, count.as_mut_ptr().cast(), 8) };
         loop {
             match self.inbox.try_recv() {
-                Ok(Msg::Add(job)) => self.add(job),
+                Ok(Msg::Add(job)) => self.add(job, clocks),
                 Ok(Msg::Cancel(id)) => {
-                    if let Some(job) = self.jobs.remove(&id) {
+                    // Rare (an aborted request): a search of the table will do.
+                    let found = self
+                        .jobs
+                        .iter()
+                        .position(|j| j.as_ref().is_some_and(|j| j.id == id));
+                    if let Some(job) = found.and_then(|slot| self.take(slot)) {
                         self.forget(&job);
                         // Dropping the job closes its socket; its task is gone.
                     }
@@ -293,14 +324,17 @@ impl Loop {
         }
     }
 
-    fn add(&mut self, job: Box<Job>) {
-        let id = job.id;
-        self.alarms.push(Reverse((job.alarm, id)));
+    fn add(&mut self, job: Box<Job>, clocks: &Clocks) {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.jobs.push(None);
+            self.jobs.len() - 1
+        });
+        let key = Key::new(slot, job.id);
         // Edge-triggered: what is already in the socket is reported once now, then each
         // new arrival once. The bytes read with the head are decoded first (service).
         let mut ev = libc::epoll_event {
             events: (libc::EPOLLIN | libc::EPOLLET | libc::EPOLLRDHUP) as u32,
-            u64: id,
+            u64: key.0,
         };
         // SAFETY: adding the job's socket to our epoll set.
         let r = unsafe {
@@ -317,35 +351,55 @@ impl Loop {
                 .reading
                 .finish(End::Broken(format!("cannot watch the socket: {e}")));
             let _ = job.done.send(Finished { sample, conn: None });
+            self.free.push(slot);
             return;
         }
-        self.jobs.insert(id, job);
-        self.service(id, false);
+        self.alarms.push(Reverse((job.alarm, key)));
+        self.jobs[slot] = Some(job);
+        self.service(key, false, clocks);
+    }
+
+    /// The stream `key` names, if it is still here.
+    fn job(&mut self, key: Key) -> Option<&mut Box<Job>> {
+        job_at(&mut self.jobs, key)
+    }
+
+    /// Takes the stream out of `slot`, freeing the slot.
+    fn take(&mut self, slot: usize) -> Option<Box<Job>> {
+        let job = self.jobs.get_mut(slot)?.take()?;
+        self.free.push(slot);
+        Some(job)
     }
 
     /// Reads what stream `id` has, and ends it if that was its end; `hung_up`: this
     /// wake's event says the server hung up. A stream with more to read than one turn
     /// allows waits in the backlog for the next turn, so one fast stream does not hold
     /// up the others.
-    fn service(&mut self, id: u64, hung_up: bool) {
-        let Some(job) = self.jobs.get_mut(&id) else {
+    fn service(&mut self, key: Key, hung_up: bool, clocks: &Clocks) {
+        let Some(job) = job_at(&mut self.jobs, key) else {
             return; // ended or cancelled since the event was queued
         };
         job.hung_up |= hung_up;
         // A panic in one stream's reading fails that request, not the reader.
         let scratch = &mut self.scratch;
-        let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pump(job, scratch)))
-            .unwrap_or_else(|_| Turn::End(End::Broken("the stream reader failed on it".into())));
+        let turn =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pump(job, scratch, clocks)))
+                .unwrap_or_else(|_| {
+                    Turn::End(End::Broken("the stream reader failed on it".into()))
+                });
         match turn {
-            Turn::End(end) => self.end(id, end),
-            Turn::More => self.backlog.push(id),
+            Turn::End(end) => self.end(key, end),
+            Turn::More => self.backlog.push(key),
             Turn::Wait => {}
         }
     }
 
     /// Ends stream `id` as `end` and sends its sample (and connection) to its task.
-    fn end(&mut self, id: u64, end: End) {
-        let Some(job) = self.jobs.remove(&id) else {
+    fn end(&mut self, key: Key, end: End) {
+        if self.job(key).is_none() {
+            return;
+        }
+        let Some(job) = self.take(key.slot()) else {
             return;
         };
         self.forget(&job);
@@ -375,14 +429,13 @@ impl Loop {
     }
 
     /// Ends the streams whose deadline or idle limit passed; re-arms the others.
-    fn fire_alarms(&mut self) {
-        let now = Instant::now();
-        while let Some(&Reverse((at, id))) = self.alarms.peek() {
+    fn fire_alarms(&mut self, now: Instant) {
+        while let Some(&Reverse((at, key))) = self.alarms.peek() {
             if at > now {
                 break;
             }
             self.alarms.pop();
-            let Some(job) = self.jobs.get_mut(&id) else {
+            let Some(job) = self.job(key) else {
                 continue; // ended already
             };
             if job.alarm != at {
@@ -391,12 +444,17 @@ impl Loop {
             match job.reading.alarm(now, job.deadline) {
                 Alarm::Rearm(next) => {
                     job.alarm = next;
-                    self.alarms.push(Reverse((next, id)));
+                    self.alarms.push(Reverse((next, key)));
                 }
-                Alarm::End(end) => self.end(id, end),
+                Alarm::End(end) => self.end(key, end),
             }
         }
     }
+}
+
+/// The stream `key` names in `jobs`, if it is still there (see [`Key`]).
+fn job_at(jobs: &mut [Option<Box<Job>>], key: Key) -> Option<&mut Box<Job>> {
+    jobs.get_mut(key.slot())?.as_mut().filter(|j| key.is(j.id))
 }
 
 /// How a stream's turn in [`pump`] ended.
@@ -412,7 +470,7 @@ enum Turn {
 /// Decodes and reads a stream until its socket is empty, its turn's reads run out, or
 /// the stream is over. Reads go into `scratch`, the thread's one read buffer, not one
 /// per stream.
-fn pump(job: &mut Job, scratch: &mut Vec<u8>) -> Turn {
+fn pump(job: &mut Job, scratch: &mut Vec<u8>, clocks: &Clocks) -> Turn {
     scratch.clear();
     let mut reads = 0;
     // The latest read came back short: the socket is empty until its next edge (unless
@@ -442,7 +500,7 @@ fn pump(job: &mut Job, scratch: &mut Vec<u8>) -> Turn {
             return Turn::More;
         }
         reads += 1;
-        let read = super::rx_time::read_now(&job.stream, scratch);
+        let read = super::rx_time::read_now(&job.stream, scratch, clocks);
         match &read {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Turn::Wait,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -465,6 +523,18 @@ mod tests {
 
     use crate::client::request::{Limits, Target, send};
     use crate::plan::Backend;
+
+    #[test]
+    fn a_key_names_its_slot_and_only_the_stream_it_was_made_for() {
+        let k = super::Key::new(7, 41);
+        assert_eq!(k.slot(), 7);
+        assert!(k.is(41));
+        // The stream that takes slot 7 after stream 41 ended is not stream 41's events.
+        assert!(!k.is(42));
+        // Ids past 32 bits compare on their low half, as the key keeps it.
+        assert!(super::Key::new(7, (1 << 32) + 41).is(41));
+        assert_ne!(super::Key::new(7, 41).0, super::WAKE);
+    }
 
     #[tokio::test]
     async fn a_body_longer_than_a_turn_is_read_to_its_end_over_several_turns() {

@@ -178,7 +178,14 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
                 return;
             }
             shared.released.fetch_add(1, Ordering::Relaxed);
-            let send = CatchPanic::new(send_with(&shared.target, body, Some(&id), Some(headers)));
+            // Boxed, as in `run`: the conversation's task stays small when it is moved
+            // into the runtime, and a turn's ~7 KB future is built in place.
+            let send = CatchPanic::new(Box::pin(send_with(
+                &shared.target,
+                body,
+                Some(&id),
+                Some(headers),
+            )));
             let Some(o) = stop.unless_aborted(send).await else {
                 return;
             };

@@ -120,6 +120,25 @@ async fn length_and_close_framed_bodies_and_interim_answers() {
 }
 
 #[tokio::test]
+async fn a_head_longer_than_the_first_read_is_read_whole() {
+    // The first read of an answer is small (a streamed body gives that buffer up): a
+    // head several times its size, written with the body in one piece, still parses.
+    let (base, _) = scripted(|_, s, _| {
+        while read_request(s).is_some() {
+            let pad = "p".repeat(6000);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nx-pad: {pad}\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{}",
+                chunked(SSE)
+            );
+            let _ = s.write_all(answer.as_bytes());
+        }
+    });
+    let t = target(&base);
+    assert_streamed(&send(&t, b"{}".to_vec(), None).await.sample);
+    assert_streamed(&send(&t, b"{}".to_vec(), None).await.sample);
+}
+
+#[tokio::test]
 async fn broken_answers_become_counted_error_kinds() {
     let (base, _) = scripted(|conn, s, _| {
         if read_request(s).is_none() {

@@ -588,42 +588,42 @@ fn run_one(name: &str) {
     if name == "parse" {
         return parse_row();
     }
-    // `<scenario>-tokio` reads them with bare tokio tasks (the runtime's floor).
-    if let Some(base) = name.strip_suffix("-tokio") {
-        let (sim_args, streams, _, output, _) = scenario(base).expect("a known scenario");
-        let sim = SimProcess::start(sim_args);
-        print!("{name:<17} bare tokio reader: ");
-        return tokio_floor(&sim, streams, output);
-    }
-    // `<scenario>-floor` reads the scenario's streams with a bare epoll loop instead.
-    if let Some(base) = name.strip_suffix("-floor") {
-        let (sim_args, streams, _, output, _) = scenario(base).expect("a known scenario");
-        let sim = SimProcess::start(sim_args);
-        print!("{name:<17} bare epoll reader: ");
-        return floor(&sim, streams, output);
-    }
-    // `<scenario>+reqwest` runs the scenario through reqwest instead of the native client;
-    // `<scenario>@pinned` gives the client CPU 0 and the simulator CPU 1, as when the
-    // client runs on a machine of its own.
+    // `<row>@pinned` gives the client (or a floor row's reader) CPU 0 and the simulator
+    // CPU 1, as when the client runs on a machine of its own.
     let (base, pinned) = match name.strip_suffix("@pinned") {
         Some(b) => (b, true),
         None => (name, false),
     };
-
+    if pinned {
+        support::pin_to_cpu(0);
+    }
+    let sim_cpu = pinned.then_some(1);
+    // `<scenario>-tokio` reads them with bare tokio tasks (the runtime's floor).
+    if let Some(scenario_name) = base.strip_suffix("-tokio") {
+        let (sim_args, streams, _, output, _) = scenario(scenario_name).expect("a known scenario");
+        let sim = SimProcess::start_on(sim_args, sim_cpu);
+        print!("{name:<17} bare tokio reader: ");
+        return tokio_floor(&sim, streams, output);
+    }
+    // `<scenario>-floor` reads the scenario's streams with a bare epoll loop instead.
+    if let Some(scenario_name) = base.strip_suffix("-floor") {
+        let (sim_args, streams, _, output, _) = scenario(scenario_name).expect("a known scenario");
+        let sim = SimProcess::start_on(sim_args, sim_cpu);
+        print!("{name:<17} bare epoll reader: ");
+        return floor(&sim, streams, output);
+    }
+    // `<scenario>+reqwest` runs the scenario through reqwest instead of the native client.
     let (base, native) = match base.strip_suffix("+reqwest") {
         Some(b) => (b, false),
         None => (base, true),
     };
-    if pinned {
-        support::pin_to_cpu(0);
-    }
     let (sim_args, streams, requests, output, rate) = scenario(base).expect("a known scenario");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let sim = SimProcess::start_on(sim_args, pinned.then_some(1));
+        let sim = SimProcess::start_on(sim_args, sim_cpu);
         let f = measure(&sim, streams, requests, output, rate, native).await;
         let rss = f.rss;
         if name.starts_with("poisson") {

@@ -7,7 +7,7 @@ Build a binary per variant first (`cargo bench --bench client_overhead --no-run`
 copy `target/release/deps/client_overhead-*` away), then:
 
     scripts/client-overhead-ab.py --runs 5 base=/tmp/base new=/tmp/new \
-        --rows paced-100,paced-1000,paced-1000-floor
+        --rows paced-100,paced-1000,paced-1000-floor --gap paced-1000:paced-1000-floor
 
 Rows alternate between binaries, so a change in the host's load touches both alike.
 """
@@ -42,6 +42,15 @@ def main():
     ap.add_argument("--rows", required=True, help="comma-separated row names")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--output", type=int, help="BENCH_OUTPUT for every row")
+    ap.add_argument(
+        "--gap",
+        action="append",
+        default=[],
+        metavar="ROW-BASE",
+        help="also print ROW's CPU minus BASE's run by run (the two run back to back, so a"
+        " drift of the host's load cancels) and the median of those gaps; repeatable,"
+        " e.g. --gap paced-100:paced-100-floor",
+    )
     a = ap.parse_args()
     variants = [v.split("=", 1) for v in a.variants]
     rows = a.rows.split(",")
@@ -60,6 +69,14 @@ def main():
             steal = max(x["steal"] for x in f)
             cells.append(f"{n}: {med('cpu'):.2f} ({med('user'):.2f}) {rss} steal {steal:.0f}%")
         print(f"{r:<18} " + " | ".join(cells))
+    for g in a.gap:
+        row, base = g.split(":", 1)
+        cells = []
+        for n, _ in variants:
+            gaps = [x["cpu"] - y["cpu"] for x, y in zip(figures[(row, n)], figures[(base, n)])]
+            runs = " ".join(f"{d:.2f}" for d in gaps)
+            cells.append(f"{n}: median {statistics.median(gaps):.2f} [{runs}]")
+        print(f"{row} - {base}: " + " | ".join(cells))
 
 
 if __name__ == "__main__":

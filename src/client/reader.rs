@@ -371,7 +371,7 @@ impl Loop {
         Some(job)
     }
 
-    /// Reads what stream `id` has, and ends it if that was its end; `hung_up`: this
+    /// Reads what stream `key` has, and ends it if that was its end; `hung_up`: this
     /// wake's event says the server hung up. A stream with more to read than one turn
     /// allows waits in the backlog for the next turn, so one fast stream does not hold
     /// up the others.
@@ -394,7 +394,7 @@ impl Loop {
         }
     }
 
-    /// Ends stream `id` as `end` and sends its sample (and connection) to its task.
+    /// Ends stream `key` as `end` and sends its sample (and connection) to its task.
     fn end(&mut self, key: Key, end: End) {
         if self.job(key).is_none() {
             return;

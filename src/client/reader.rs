@@ -313,7 +313,7 @@ impl Loop {
                         .jobs
                         .iter()
                         .position(|j| j.as_ref().is_some_and(|j| j.id == id));
-                    if let Some(job) = found.and_then(|slot| self.take(slot)) {
+                    if let Some(job) = found.and_then(|slot| self.take(Key::new(slot, id))) {
                         self.forget(&job);
                         // Dropping the job closes its socket; its task is gone.
                     }
@@ -364,11 +364,12 @@ impl Loop {
         job_at(&mut self.jobs, key)
     }
 
-    /// Takes the stream out of `slot`, freeing the slot.
-    fn take(&mut self, slot: usize) -> Option<Box<Job>> {
-        let job = self.jobs.get_mut(slot)?.take()?;
-        self.free.push(slot);
-        Some(job)
+    /// Takes the stream `key` names out of its slot, freeing the slot.
+    fn take(&mut self, key: Key) -> Option<Box<Job>> {
+        job_at(&mut self.jobs, key)?;
+        let job = self.jobs[key.slot()].take();
+        self.free.push(key.slot());
+        job
     }
 
     /// Reads what stream `key` has, and ends it if that was its end; `hung_up`: this
@@ -396,10 +397,7 @@ impl Loop {
 
     /// Ends stream `key` as `end` and sends its sample (and connection) to its task.
     fn end(&mut self, key: Key, end: End) {
-        if self.job(key).is_none() {
-            return;
-        }
-        let Some(job) = self.take(key.slot()) else {
+        let Some(job) = self.take(key) else {
             return;
         };
         self.forget(&job);

@@ -46,7 +46,7 @@ def main():
         "--gap",
         action="append",
         default=[],
-        metavar="ROW-BASE",
+        metavar="ROW:BASE",
         help="also print ROW's CPU minus BASE's run by run (the two run back to back, so a"
         " drift of the host's load cancels) and the median of those gaps; repeatable,"
         " e.g. --gap paced-100:paced-100-floor",

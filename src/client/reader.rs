@@ -359,11 +359,6 @@ impl Loop {
         self.service(key, false, clocks);
     }
 
-    /// The stream `key` names, if it is still here.
-    fn job(&mut self, key: Key) -> Option<&mut Box<Job>> {
-        job_at(&mut self.jobs, key)
-    }
-
     /// Takes the stream `key` names out of its slot, freeing the slot.
     fn take(&mut self, key: Key) -> Option<Box<Job>> {
         job_at(&mut self.jobs, key)?;
@@ -433,7 +428,7 @@ impl Loop {
                 break;
             }
             self.alarms.pop();
-            let Some(job) = self.job(key) else {
+            let Some(job) = job_at(&mut self.jobs, key) else {
                 continue; // ended already
             };
             if job.alarm != at {

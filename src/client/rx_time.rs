@@ -95,6 +95,11 @@ impl Clocks {
             mono: Instant::now(),
         }
     }
+
+    /// A read's arrival: its kernel stamp placed by these clocks, or now without one.
+    fn place(&self, stamp: Option<SystemTime>) -> Instant {
+        stamp.map_or_else(Instant::now, |s| arrival(s, self.wall, self.mono))
+    }
 }
 
 /// Reads once, now, into the spare capacity of `buf` (which must have some), from a
@@ -108,17 +113,16 @@ pub fn read_now<S: Socket>(
     clocks: &Clocks,
 ) -> io::Result<(usize, Instant)> {
     let (n, stamp) = recv_once(stream, buf)?;
-    let at = match stamp {
-        Some(s) => arrival(s, clocks.wall, clocks.mono),
-        None => Instant::now(),
-    };
-    Ok((n, at))
+    Ok((n, clocks.place(stamp)))
 }
 
-/// A read's arrival: the kernel's stamp where there is one, else now.
+/// A read's arrival, with the clocks read for it alone (the async path reads once a
+/// wake): the kernel's stamp where there is one, else now.
 fn stamped(stamp: Option<SystemTime>) -> Instant {
-    let now = Instant::now();
-    stamp.map_or(now, |s| arrival(s, SystemTime::now(), now))
+    match stamp {
+        Some(_) => Clocks::now().place(stamp),
+        None => Instant::now(),
+    }
 }
 
 /// The `Instant` of a wall-clock kernel stamp, given the wall clock and the `Instant`

@@ -28,11 +28,17 @@ pub enum Stat {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SloMetric {
-    Latency { stat: Stat, metric: Metric },
+    Latency {
+        stat: Stat,
+        metric: Metric,
+    },
     SuccessRate,
     GoodputRatio,
     RequestThroughput,
     OutputThroughput,
+    /// Output tokens returned / asked for, in percent, over requests sent with
+    /// `ignore_eos` (the `min_output_ratio` floor; see `metrics::checks`).
+    OutputRatio,
 }
 
 /// A comparison; the SLO holds when `actual OP threshold`.
@@ -81,7 +87,8 @@ pub fn percentile_label(p: f64) -> String {
 
 /// What the grammar accepts, for error messages.
 pub const SLO_KEYS_HELP: &str = "SLO keys are (mean|median|std|pN|pN.N)_(ttft|tpot|itl|e2el), \
-success_rate, goodput_ratio, request_throughput or output_throughput";
+success_rate, goodput_ratio, request_throughput, output_throughput or output_ratio, and the floors \
+min_success_rate and min_output_ratio";
 
 impl SloMetric {
     /// Parses a key such as `p99.9_ttft` or `success_rate`.
@@ -91,6 +98,7 @@ impl SloMetric {
             "goodput_ratio" => return Ok(SloMetric::GoodputRatio),
             "request_throughput" => return Ok(SloMetric::RequestThroughput),
             "output_throughput" => return Ok(SloMetric::OutputThroughput),
+            "output_ratio" => return Ok(SloMetric::OutputRatio),
             _ => {}
         }
         let bad = || format!("`{key}` is not an SLO key");
@@ -147,6 +155,7 @@ impl SloMetric {
             SloMetric::GoodputRatio => "goodput_ratio".into(),
             SloMetric::RequestThroughput => "request_throughput".into(),
             SloMetric::OutputThroughput => "output_throughput".into(),
+            SloMetric::OutputRatio => "output_ratio".into(),
         }
     }
 
@@ -174,7 +183,7 @@ impl SloMetric {
                     .map(|d| (d.as_secs_f64() * 1e12).round() / 1e9)
                     .map_err(|_| format!("`{text}` is not a latency; write 500ms or 1.5s")),
             },
-            SloMetric::SuccessRate => match bare_number {
+            SloMetric::SuccessRate | SloMetric::OutputRatio => match bare_number {
                 Some(p) => Ok(p),
                 None if text.trim().ends_with('%') => parse_percent(text).map(|f| f * 100.0),
                 None => text
@@ -264,7 +273,7 @@ impl Slo {
     pub fn unit(&self) -> &'static str {
         match self.metric {
             SloMetric::Latency { .. } => "ms",
-            SloMetric::SuccessRate => "%",
+            SloMetric::SuccessRate | SloMetric::OutputRatio => "%",
             SloMetric::GoodputRatio => "",
             SloMetric::RequestThroughput => " req/s",
             SloMetric::OutputThroughput => " tok/s",
@@ -391,7 +400,30 @@ impl Slo {
             }),
             SloMetric::RequestThroughput => Some(s.request_throughput),
             SloMetric::OutputThroughput => (!s.pooling).then_some(s.output_throughput),
+            SloMetric::OutputRatio => s.accounting.output_ratio,
         }
+    }
+
+    /// Whether this SLO says nothing about a case whose metric is `actual`: the output
+    /// ratio of a case sent without `ignore_eos` (its outputs may end early on purpose).
+    /// Such a verdict is left out; every other missing metric fails.
+    pub fn not_applicable(&self, actual: Option<f64>) -> bool {
+        self.metric == SloMetric::OutputRatio && actual.is_none()
+    }
+
+    /// Judges this SLO on a summary; None when it does not apply ([`Slo::not_applicable`]).
+    pub fn judge_applicable(&self, s: &crate::metrics::summary::Summary) -> Option<Verdict> {
+        let a = self.actual(s);
+        (!self.not_applicable(a)).then(|| self.verdict(a))
+    }
+
+    /// Judges this SLO on a result JSON; None when it does not apply.
+    pub fn judge_result_applicable(
+        &self,
+        r: &serde_json::Map<String, serde_json::Value>,
+    ) -> Option<Verdict> {
+        let a = self.actual_in(r);
+        (!self.not_applicable(a)).then(|| self.verdict(a))
     }
 
     /// Judges this SLO on a summary.
@@ -407,8 +439,13 @@ impl Slo {
     /// The SLO a verdict was judged against, read back from its key and target (so a
     /// result file carries what it must be judged on again after a merge).
     pub fn from_verdict(v: &Verdict) -> Result<Slo, String> {
-        let floor = v.key == crate::planner::check::MIN_SUCCESS_RATE;
-        let key = if floor { "success_rate" } else { &v.key };
+        let floor = v.key == crate::planner::check::MIN_SUCCESS_RATE
+            || v.key == crate::planner::check::MIN_OUTPUT_RATIO;
+        let key = match v.key.as_str() {
+            crate::planner::check::MIN_SUCCESS_RATE => "success_rate",
+            crate::planner::check::MIN_OUTPUT_RATIO => "output_ratio",
+            k => k,
+        };
         let slo = Slo::from_entry(key, &serde_json::Value::String(v.target.clone()))?;
         Ok(if floor {
             Slo {
@@ -440,6 +477,11 @@ impl Slo {
             SloMetric::RequestThroughput => num("request_throughput"),
             // A pooling result has no output throughput.
             SloMetric::OutputThroughput => num("output_throughput"),
+            SloMetric::OutputRatio => r
+                .get("benchplan")?
+                .get("token_accounting")?
+                .get("output_ratio")?
+                .as_f64(),
         }
     }
 

@@ -12,8 +12,22 @@ use crate::sim::vocab;
 pub enum TokenModel {
     Builtin,
     Hf(Arc<HfTokenizer>),
-    /// `host:port` of a server with vLLM's /tokenize and /detokenize.
-    Server(String),
+    /// A server with vLLM's /tokenize and /detokenize.
+    Server(ServerAddr),
+}
+
+/// Where a server tokenizer is reached: `host:port`, directly or through an HTTP proxy
+/// (the environment's, as every side request; see `client::proxy`).
+#[derive(Clone, Debug)]
+pub struct ServerAddr {
+    pub addr: String,
+    pub via: Option<crate::client::proxy::Via>,
+}
+
+impl std::fmt::Display for ServerAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.addr)
+    }
 }
 
 impl std::fmt::Debug for TokenModel {
@@ -314,17 +328,31 @@ impl TokenModel {
 /// A JSON POST over plain HTTP/1.1 with std's blocking socket: dataset building is
 /// synchronous and happens before any measured traffic.
 fn server_call(
-    addr: &str,
+    server: &ServerAddr,
     path: &str,
     body: &serde_json::Value,
 ) -> Result<serde_json::Value, String> {
     use std::io::{Read, Write};
     let body = body.to_string();
-    let mut s =
-        std::net::TcpStream::connect(addr).map_err(|e| format!("cannot reach {addr}: {e}"))?;
+    let addr = &server.addr;
+    // Through a proxy: connect to it and name the whole URL (absolute form).
+    let (connect, target, auth) = match &server.via {
+        Some(v) => (
+            v.authority.as_str(),
+            format!("http://{addr}{path}"),
+            v.auth
+                .as_ref()
+                .and_then(|a| a.to_str().ok())
+                .map(|a| format!("Proxy-Authorization: {a}\r\n"))
+                .unwrap_or_default(),
+        ),
+        None => (addr.as_str(), path.to_string(), String::new()),
+    };
+    let mut s = std::net::TcpStream::connect(connect)
+        .map_err(|e| format!("cannot reach {connect}: {e}"))?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
         .ok();
-    write!(s, "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+    write!(s, "POST {target} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
         .map_err(|e| e.to_string())?;
     let mut resp = Vec::new();
     s.read_to_end(&mut resp).map_err(|e| e.to_string())?;

@@ -14,9 +14,9 @@
 //! A pooled connection is checked before it is reused (a peek that sees the server's
 //! FIN); a dead one is dropped and a new connection opened, inside the measured
 //! request as vLLM's client would. Once a request's bytes are written it is never sent
-//! again: a POST the server may have read is not retried. Connections go straight to
-//! the server (no HTTP proxy): benchmark traffic should measure the server, not a proxy
-//! in between.
+//! again: a POST the server may have read is not retried. Through an HTTP proxy (the
+//! environment's, as vLLM's client honours it; see `proxy`) a connection goes to the
+//! proxy and requests name the whole URL (absolute form, RFC 9112 §3.2.2).
 
 use std::io;
 use std::net::SocketAddr;
@@ -50,7 +50,12 @@ impl std::fmt::Display for H1Error {
 /// Idle keep-alive connections to one `host:port`.
 #[derive(Debug)]
 pub struct Pool {
+    /// The server's `host:port`, as the `Host` header names it.
     authority: String,
+    /// Where connections go: the server, or the proxy in front of it.
+    connect_to: String,
+    /// Through a proxy: `http://host:port` before each path, and its credentials.
+    via: Option<(String, Option<reqwest::header::HeaderValue>)>,
     addrs: Mutex<Option<Vec<SocketAddr>>>,
     idle: Mutex<Vec<Idle>>,
     connect_timeout: Duration,
@@ -114,17 +119,26 @@ pub struct Endpoint {
 impl Endpoint {
     /// None unless `url` is plain http.
     pub fn for_url(url: &str) -> Option<Endpoint> {
+        Endpoint::for_url_via(url, None)
+    }
+
+    /// An endpoint whose connections go through `via` (an HTTP proxy) when given.
+    pub fn for_url_via(url: &str, via: Option<&super::proxy::Via>) -> Option<Endpoint> {
         let u = parse_http_url(url)?;
-        Some(Endpoint {
-            pool: Pool::new(u.authority),
-            path: u.path,
-        })
+        let mut pool = Pool::new(u.authority);
+        if let Some(v) = via {
+            pool.connect_to = v.authority.clone();
+            pool.via = Some((format!("http://{}", pool.authority), v.auth.clone()));
+        }
+        Some(Endpoint { pool, path: u.path })
     }
 }
 
 impl Pool {
     pub fn new(authority: String) -> Pool {
         Pool {
+            connect_to: authority.clone(),
+            via: None,
             authority,
             addrs: Mutex::new(None),
             idle: Mutex::new(Vec::new()),
@@ -154,14 +168,14 @@ impl Pool {
         if let Some(a) = self.addrs.lock().expect("pool lock").clone() {
             return Ok(a);
         }
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&self.authority)
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&self.connect_to)
             .await
-            .map_err(|e| H1Error::Connection(format!("cannot resolve {}: {e}", self.authority)))?
+            .map_err(|e| H1Error::Connection(format!("cannot resolve {}: {e}", self.connect_to)))?
             .collect();
         if addrs.is_empty() {
             return Err(H1Error::Connection(format!(
                 "{} resolves to no address",
-                self.authority
+                self.connect_to
             )));
         }
         *self.addrs.lock().expect("pool lock") = Some(addrs.clone());
@@ -242,10 +256,18 @@ impl Pool {
     ) -> Vec<u8> {
         let mut r = Vec::with_capacity(256 + body.len());
         r.extend_from_slice(b"POST ");
+        if let Some((origin, _)) = &self.via {
+            r.extend_from_slice(origin.as_bytes());
+        }
         r.extend_from_slice(path.as_bytes());
         r.extend_from_slice(b" HTTP/1.1\r\nhost: ");
         r.extend_from_slice(self.authority.as_bytes());
         r.extend_from_slice(b"\r\n");
+        if let Some((_, Some(auth))) = &self.via {
+            r.extend_from_slice(b"proxy-authorization: ");
+            r.extend_from_slice(auth.as_bytes());
+            r.extend_from_slice(b"\r\n");
+        }
         if !headers.iter().any(|m| m.contains_key(CONTENT_TYPE)) {
             r.extend_from_slice(b"content-type: application/json\r\n");
         }
@@ -342,21 +364,28 @@ impl Pool {
             }
             let (framing, keep_alive) = framing_of(status, head.version == Some(1), head.headers)
                 .map_err(|m| Attempt::Failed(H1Error::Protocol(m)))?;
-            let content_type = head
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case("content-type"))
-                .map(|h| String::from_utf8_lossy(h.value).into_owned());
+            let header = |name: &str| {
+                head.headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case(name))
+                    .map(|h| String::from_utf8_lossy(h.value).into_owned())
+            };
+            let (content_type, content_encoding, location) = (
+                header("content-type"),
+                header("content-encoding"),
+                header("location"),
+            );
             buf.drain(..used);
             return Ok(Response {
                 status,
                 content_type,
+                content_encoding,
+                location,
                 pool: self,
                 stream: Some(stream),
                 wire: Wire {
                     keep_alive,
                     closed: false,
-                    reads: 0,
                     arrived,
                     buf,
                     pos: 0,
@@ -437,17 +466,6 @@ fn is_stale(e: &io::Error) -> bool {
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::UnexpectedEof
     )
-}
-
-/// Asks the kernel to delay the ACK of what was just read instead of sending one per
-/// read. A streamed body arrives as one small segment per token, and each immediate ACK
-/// costs the client a loopback transmit and receive. The kernel leaves this mode on its
-/// own after a delayed ACK, hence the renewal while a body streams.
-pub(super) fn delay_acks<S: super::rx_time::Socket>(stream: &S) {
-    #[cfg(target_os = "linux")]
-    super::rx_time::set_int_option(stream, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 0);
-    #[cfg(not(target_os = "linux"))]
-    let _ = stream;
 }
 
 /// Reads once into the spare capacity of `buf` (keeping at least a read's worth free):
@@ -536,6 +554,10 @@ fn framing_of(
 pub struct Response<'p> {
     pub status: u16,
     pub content_type: Option<String>,
+    /// `Content-Encoding`, when the server compressed the body.
+    pub content_encoding: Option<String>,
+    /// `Location`, for a redirect.
+    pub location: Option<String>,
     pool: &'p Pool,
     stream: Option<TcpStream>,
     wire: Wire,
@@ -575,16 +597,9 @@ impl<'p> Response<'p> {
             };
             self.wire.make_room();
             let read = super::rx_time::read(stream, &mut self.wire.buf).await;
-            match self.wire.after_read(read) {
-                Ok(renew) => {
-                    if renew {
-                        delay_acks(stream);
-                    }
-                }
-                Err(e) => {
-                    self.stream = None;
-                    return Err(e);
-                }
+            if let Err(e) = self.wire.after_read(read) {
+                self.stream = None;
+                return Err(e);
             }
             if self.wire.closed {
                 self.stream = None;
@@ -616,8 +631,6 @@ pub struct Wire {
     keep_alive: bool,
     /// The server closed the connection (a read of 0).
     closed: bool,
-    /// Body reads so far.
-    reads: u32,
     /// When the bytes of the latest read arrived (see `rx_time`).
     arrived: Instant,
     /// Received bytes not yet decoded start at `pos`.
@@ -693,18 +706,14 @@ impl Wire {
     }
 
     /// Takes account of a read into `buf`: the bytes' arrival, or the server's close
-    /// (the end of a close-delimited body, else a broken one). True when the reader
-    /// should renew delayed ACKs on the socket now (`delay_acks`).
-    pub(super) fn after_read(
-        &mut self,
-        read: io::Result<(usize, Instant)>,
-    ) -> Result<bool, H1Error> {
+    /// (the end of a close-delimited body, else a broken one).
+    pub(super) fn after_read(&mut self, read: io::Result<(usize, Instant)>) -> Result<(), H1Error> {
         match read {
             Ok((0, _)) => {
                 self.closed = true;
                 if self.framing == Framing::UntilClose {
                     self.framing = Framing::Done;
-                    return Ok(false);
+                    return Ok(());
                 }
                 Err(H1Error::Broken(
                     "the server closed the connection before the end of the body".into(),
@@ -712,11 +721,7 @@ impl Wire {
             }
             Ok((_, at)) => {
                 self.arrived = at;
-                self.reads += 1;
-                // The kernel leaves delayed-ACK mode only when its ACK timer fires (tens
-                // of ms); renewing it every few reads keeps it on at a quarter of the
-                // system calls (measured: as good as every read, better than never).
-                Ok(self.reads % 4 == 1)
+                Ok(())
             }
             Err(e) => {
                 self.closed = true;

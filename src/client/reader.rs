@@ -501,10 +501,8 @@ fn pump(job: &mut Job, scratch: &mut Vec<u8>, clocks: &Clocks) -> Turn {
             Ok((n, _)) => drained = !job.hung_up && *n > 0 && *n < scratch.capacity(),
             Err(_) => {}
         }
-        match job.wire.after_read(read) {
-            Ok(true) => h1::delay_acks(&job.stream),
-            Ok(false) => {}
-            Err(e) => return Turn::End(End::Broken(e.to_string())),
+        if let Err(e) = job.wire.after_read(read) {
+            return Turn::End(End::Broken(e.to_string()));
         }
     }
 }

@@ -16,7 +16,7 @@
 //! says so in every result. Every buffer is bounded ([`Limits`]) and every wait has a
 //! deadline: a misbehaving server ends as a counted error, never a hang.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderMap;
@@ -25,6 +25,7 @@ use super::backend::{RequestInput, build_body};
 use super::chunk::Api;
 use super::h1;
 use super::http::error_chain;
+use super::proxy::{Proxies, Via};
 use super::stream::{Alarm, End, Reading};
 use crate::metrics::sample::{RequestError, Sample};
 use crate::plan::{Backend, CaseParams};
@@ -93,7 +94,30 @@ pub struct Target {
     /// through reqwest (HTTPS, or when chosen).
     pub native: Option<Arc<h1::Endpoint>>,
     pub limits: Limits,
+    /// The proxy the measured requests go through (the environment's; see `proxy`).
+    pub proxy: Option<Via>,
+    /// Where 307/308 redirects led.
+    pub route: Arc<Route>,
 }
+
+/// Where a target's redirects led: the URL a redirect named last, and the native
+/// endpoint of the first plain-http URL one named (later ones go through reqwest).
+#[derive(Debug, Default)]
+pub struct Route {
+    proxies: Proxies,
+    redirect: OnceLock<(String, h1::Endpoint)>,
+    final_url: Mutex<Option<String>>,
+}
+
+impl Route {
+    /// The URL the latest followed redirect led to, if any was followed.
+    pub fn final_url(&self) -> Option<String> {
+        self.final_url.lock().expect("route lock").clone()
+    }
+}
+
+/// Redirects followed per request at most (aiohttp's default `max_redirects`).
+const MAX_REDIRECTS: usize = 10;
 
 impl Target {
     /// A target for `url`; plain-http URLs get the native client (`native`), which a
@@ -116,7 +140,23 @@ impl Target {
             headers,
             client,
             limits,
+            proxy: None,
+            route: Arc::default(),
         }
+    }
+
+    /// This target with `proxies` applied to the native client's requests (reqwest's
+    /// client was built with the same ones) and to the URLs redirects lead to.
+    pub fn through(mut self, proxies: &Proxies) -> Target {
+        self.proxy = proxies.for_url(&self.url);
+        if self.native.is_some() {
+            self.native = h1::Endpoint::for_url_via(&self.url, self.proxy.as_ref()).map(Arc::new);
+        }
+        self.route = Arc::new(Route {
+            proxies: proxies.clone(),
+            ..Route::default()
+        });
+        self
     }
 }
 
@@ -271,14 +311,32 @@ impl Body<'_> {
         }
     }
 
-    fn content_type(&self) -> Option<String> {
+    /// A response header's value, as text.
+    fn header(&self, name: reqwest::header::HeaderName) -> Option<String> {
         match self {
             Body::Reqwest(r, _) => r
                 .headers()
-                .get(reqwest::header::CONTENT_TYPE)
+                .get(name)
                 .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
-            Body::Native(r) => r.content_type.clone(),
+            Body::Native(r) => match name {
+                reqwest::header::CONTENT_TYPE => r.content_type.clone(),
+                reqwest::header::CONTENT_ENCODING => r.content_encoding.clone(),
+                reqwest::header::LOCATION => r.location.clone(),
+                _ => None,
+            },
         }
+    }
+
+    fn location(&self) -> Option<String> {
+        self.header(reqwest::header::LOCATION)
+    }
+
+    fn content_encoding(&self) -> Option<String> {
+        self.header(reqwest::header::CONTENT_ENCODING)
+    }
+
+    fn content_type(&self) -> Option<String> {
+        self.header(reqwest::header::CONTENT_TYPE)
     }
 
     /// The next bytes of the body and when they arrived; None at its end.
@@ -321,7 +379,23 @@ impl Body<'_> {
     }
 }
 
-/// Sends the request and reads the response head; the failure's kind and message.
+impl Route {
+    /// The native endpoint for a URL a redirect named: the first plain-http one gets
+    /// a pool of its own; any other goes through reqwest (None).
+    fn native_for(&self, url: &str) -> Option<&h1::Endpoint> {
+        h1::parse_http_url(url)?;
+        let (u, ep) = self.redirect.get_or_init(|| {
+            let via = self.proxies.for_url(url);
+            let ep = h1::Endpoint::for_url_via(url, via.as_ref()).expect("a plain-http URL");
+            (url.to_string(), ep)
+        });
+        (u == url).then_some(ep)
+    }
+}
+
+/// Sends the request and reads the response head, following 307 and 308 redirects
+/// with the same method and body as aiohttp does (at most [`MAX_REDIRECTS`]; a
+/// 301/302/303 is returned as it is: see `send_inner`). The failure's kind and message.
 async fn open<'a>(
     target: &'a Target,
     body: Vec<u8>,
@@ -333,21 +407,65 @@ async fn open<'a>(
         Backend::OpenaiAudio => super::multipart::CONTENT_TYPE,
         _ => JSON,
     };
-    if let Some(native) = &target.native {
-        let mut extra = extra.unwrap_or_default();
-        if content_type != JSON {
-            extra.insert(
-                reqwest::header::CONTENT_TYPE,
-                reqwest::header::HeaderValue::from_static(content_type),
-            );
+    let mut extra = extra.unwrap_or_default();
+    if content_type != JSON {
+        extra.insert(
+            reqwest::header::CONTENT_TYPE,
+            reqwest::header::HeaderValue::from_static(content_type),
+        );
+    }
+    let body = bytes::Bytes::from(body);
+    let mut url = std::borrow::Cow::Borrowed(target.url.as_str());
+    let mut native = target.native.as_deref();
+    for hop in 0..=MAX_REDIRECTS {
+        let resp = send_once(target, native, &url, &body, request_id, &extra, times).await?;
+        let status = resp.status();
+        let location = match resp.location() {
+            Some(l) if status == 307 || status == 308 => l,
+            _ => return Ok(resp),
+        };
+        if hop == MAX_REDIRECTS {
+            return Err((
+                "too_many_redirects",
+                format!("more than {MAX_REDIRECTS} redirects (the last to {location})"),
+            ));
         }
+        let next = reqwest::Url::parse(&url)
+            .and_then(|u| u.join(&location))
+            .map_err(|e| {
+                (
+                    "request",
+                    format!("HTTP {status} to {location:?}, which is not a URL ({e})"),
+                )
+            })?;
+        drop(resp);
+        let next = next.to_string();
+        *target.route.final_url.lock().expect("route lock") = Some(next.clone());
+        native = target.route.native_for(&next);
+        url = std::borrow::Cow::Owned(next);
+    }
+    unreachable!("the loop returns")
+}
+
+/// One send of the request to `url`: through the native client when `native` (the
+/// endpoint of `url`) is given, else through reqwest.
+async fn send_once<'a>(
+    target: &'a Target,
+    native: Option<&'a h1::Endpoint>,
+    url: &str,
+    body: &bytes::Bytes,
+    request_id: Option<&str>,
+    extra: &HeaderMap,
+    times: &mut h1::SendTimes,
+) -> Result<Body<'a>, (&'static str, String)> {
+    if let Some(native) = native {
         return native
             .pool
             .post(
                 &native.path,
-                &[&target.headers, &extra],
+                &[&target.headers, extra],
                 request_id,
-                &body,
+                body,
                 times,
             )
             .await
@@ -363,19 +481,19 @@ async fn open<'a>(
     }
     let mut req = target
         .client
-        .post(&target.url)
+        .post(url)
         .headers(target.headers.clone())
-        .header(reqwest::header::CONTENT_TYPE, content_type)
-        .body(body);
-    if let Some(extra) = extra {
-        req = req.headers(extra);
+        .header(reqwest::header::CONTENT_TYPE, JSON)
+        .body(body.clone());
+    if !extra.is_empty() {
+        req = req.headers(extra.clone());
     }
     if let Some(id) = request_id {
         req = req.header("x-request-id", id);
     }
     match req.send().await {
         Ok(r) => Ok(Body::Reqwest(r, bytes::Bytes::new())),
-        Err(e) => Err((classify(&e), error_chain(&e))),
+        Err(e) => Err((classify(&e), super::http::describe(&e))),
     }
 }
 
@@ -430,8 +548,16 @@ async fn send_inner(
         // vLLM counts a pooling request's input from its usage only: 0 without one.
         out.sample.usage_prompt = Some(0);
     }
+    // The head must come within the idle limit too: a server that never answers (or
+    // trickles its head) is idle, not a 6-hour wait. A pooling answer's head comes with
+    // its whole body, so only the request timeout bounds it.
+    let head_deadline = if target.backend.is_pooling() {
+        deadline
+    } else {
+        deadline_after(sent, target.limits.idle).min(deadline)
+    };
     let opened = tokio::time::timeout_at(
-        deadline.into(),
+        head_deadline.into(),
         open(target, body, request_id, extra, &mut times),
     )
     .await;
@@ -440,16 +566,32 @@ async fn send_inner(
     let resp = match opened {
         Ok(Ok(r)) => r,
         Ok(Err((kind, msg))) => return fail(&mut out.sample, kind, msg),
+        Err(_) if head_deadline < deadline => {
+            return fail(
+                &mut out.sample,
+                "idle_timeout",
+                format!(
+                    "no response head within {:.1} s (stream_idle_timeout)",
+                    target.limits.idle.as_secs_f64()
+                ),
+            );
+        }
         Err(_) => return timed_out(&mut out.sample, total),
     };
     let status = resp.status();
+    let encoding = resp.content_encoding();
     if status != 200 {
         // vLLM keeps only the reason phrase; the body's message says more. The body is
         // read only as far as a message needs.
+        let location = resp.location();
         let Ok(head) =
             tokio::time::timeout_at(deadline.into(), resp.head_of_body(ERROR_BODY_BYTES)).await
         else {
             return timed_out(&mut out.sample, total);
+        };
+        let head = match super::encoding::decode_all(encoding.as_deref(), head) {
+            Ok(plain) => plain,
+            Err(e) => e.into_bytes(),
         };
         let text = String::from_utf8_lossy(&head).into_owned();
         let msg = serde_json::from_str::<serde_json::Value>(&text)
@@ -461,10 +603,12 @@ async fn send_inner(
                     .map(str::to_string)
             })
             .unwrap_or(text);
-        let hint = if status == 401 || status == 403 {
-            " (check that the service's API key variable, api_key_env or OPENAI_API_KEY, holds the right key)"
-        } else {
-            ""
+        let hint = match (status, &location) {
+            (401 | 403, _) => " (check that the service's API key variable, api_key_env or OPENAI_API_KEY, holds the right key)".to_string(),
+            (301..=303, Some(l)) => format!(
+                " (a redirect to {l}: a POST is not sent on as a GET, so set base_url to where it points)"
+            ),
+            _ => String::new(),
         };
         return fail(
             &mut out.sample,
@@ -473,7 +617,7 @@ async fn send_inner(
         );
     }
     if target.backend.is_pooling() {
-        let read = read_pooling(resp, sent, target.limits, &mut out.sample);
+        let read = read_pooling(resp, sent, encoding, target.limits, &mut out.sample);
         if tokio::time::timeout_at(deadline.into(), read)
             .await
             .is_err()
@@ -488,7 +632,18 @@ async fn send_inner(
         Backend::OpenaiResponses => Api::Responses,
         _ => Api::Completions,
     };
-    read_stream(resp, sent, deadline, api, target.limits, &mut out.sample).await;
+    let mut reading = Reading::new(
+        api,
+        sent,
+        target.limits,
+        resp.content_type(),
+        std::mem::take(&mut out.sample),
+    );
+    if !reading.decoding(encoding.as_deref()) {
+        out.sample = reading.finish(End::Failed);
+        return;
+    }
+    read_stream(resp, reading, deadline, &mut out.sample).await;
     if target.backend == Backend::OpenaiAudio {
         // vLLM's audio request reads only completion_tokens from usage: the input
         // counted is the dataset's prompt_len, whatever the server says the audio took.
@@ -499,9 +654,18 @@ async fn send_inner(
 /// A pooling answer (vLLM's `_run_pooling_request`): TTFT = latency = the whole body
 /// read; input tokens from `usage.prompt_tokens` (0 without); a body that is not a
 /// JSON object fails the request.
-async fn read_pooling(resp: Body<'_>, sent: Instant, limits: Limits, out: &mut Sample) {
+async fn read_pooling(
+    resp: Body<'_>,
+    sent: Instant,
+    encoding: Option<String>,
+    limits: Limits,
+    out: &mut Sample,
+) {
     let bytes = match resp.all(limits.max_body_bytes).await {
-        Ok(Ok(b)) => b,
+        Ok(Ok(b)) => match super::encoding::decode_all(encoding.as_deref(), b) {
+            Ok(b) => b,
+            Err(e) => return fail(out, "invalid_response", e),
+        },
         Ok(Err(n)) => {
             return fail(
                 out,
@@ -541,15 +705,7 @@ async fn read_pooling(resp: Body<'_>, sent: Instant, limits: Limits, out: &mut S
 
 /// Reads a streamed answer under the request's deadline: on Linux the native client's
 /// streams go to the stream reader thread (`reader`), everything else is read here.
-async fn read_stream(
-    resp: Body<'_>,
-    sent: Instant,
-    deadline: Instant,
-    api: Api,
-    limits: Limits,
-    out: &mut Sample,
-) {
-    let reading = Reading::new(api, sent, limits, resp.content_type(), std::mem::take(out));
+async fn read_stream(resp: Body<'_>, reading: Reading, deadline: Instant, out: &mut Sample) {
     #[cfg(target_os = "linux")]
     let resp = match resp {
         Body::Native(r) => {

@@ -26,7 +26,7 @@ pub async fn check_model(r: &Resolved, svc: &Service) -> Result<(), String> {
         .timeout(Duration::from_secs(30))
         .send()
         .await
-        .map_err(|e| format!("cannot reach {url}: {e}"))?;
+        .map_err(|e| format!("cannot reach {url}: {}", crate::client::http::describe(&e)))?;
     if !resp.status().is_success() {
         // Some servers have no /v1/models; the smoke request of each case still checks the model.
         return Ok(());
@@ -85,7 +85,7 @@ async fn status(client: &reqwest::Client, url: &str, headers: &HeaderMap) -> Str
             r.status().as_u16(),
             t.elapsed().as_secs_f64() * 1e3
         ),
-        Err(e) => format!("unreachable ({e})"),
+        Err(e) => format!("unreachable ({})", crate::client::http::describe(&e)),
     }
 }
 
@@ -252,7 +252,14 @@ pub fn run(args: ProbeArgs) -> Exit {
                 println!("{:<12}/v1/models answered HTTP {code}{hint}", "models:");
                 Value::Null
             }
-            Err(_) => Value::Null,
+            Err(e) => {
+                println!(
+                    "{:<12}/v1/models unreachable: {}",
+                    "models:",
+                    crate::client::http::describe(&e)
+                );
+                Value::Null
+            }
         };
         match models["data"].as_array() {
             Some(list) if !list.is_empty() => {

@@ -157,7 +157,7 @@ pub async fn run_case(
                 Some(raw) => planned
                     .slos
                     .iter()
-                    .map(|(slo, _)| slo.judge_result(raw))
+                    .filter_map(|(slo, _)| slo.judge_result_applicable(raw))
                     .collect::<Vec<_>>(),
                 None => verdicts(&res.summary, &planned.slos),
             }),

@@ -308,6 +308,9 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
             o.error,
         );
         view.axes = axis_values(case.assignments.iter().map(|a| (&*a.key, &a.value)));
+        for w in &view.warnings {
+            eprintln!("warning: case {}: {w}", case.id);
+        }
         views.push(view);
         rows.push(Row {
             id: case.id.clone(),

@@ -48,7 +48,7 @@ pub fn finished_cases(dir: &Path, plan_hash: &str, ids: &[&str]) -> Result<Finis
 }
 
 /// Whether a result counts as finished for resume: whole (not interrupted, not timed
-/// out) and above the success-rate floor.
+/// out) and above the success-rate and output-ratio floors.
 fn complete(r: &Map<String, Value>) -> bool {
     let b = r.get("benchplan");
     let flag = |k: &str| b.and_then(|b| b.get(k)) == Some(&Value::Bool(true));
@@ -57,8 +57,9 @@ fn complete(r: &Map<String, Value>) -> bool {
         .and_then(Value::as_array)
         .is_some_and(|v| {
             v.iter().any(|x| {
-                x.get("key").and_then(Value::as_str)
-                    == Some(crate::planner::check::MIN_SUCCESS_RATE)
+                x.get("key")
+                    .and_then(Value::as_str)
+                    .is_some_and(crate::planner::check::is_floor)
                     && x.get("pass") == Some(&Value::Bool(false))
             })
         });

@@ -32,6 +32,52 @@ pub struct CaseResult {
     pub engine: Option<Value>,
     /// That client's own result JSON, which is then the case's result as written.
     pub raw: Option<Map<String, Value>>,
+    /// The way the measured requests went, when not straight to the URL.
+    pub route: RouteFacts,
+}
+
+/// Where the measured requests went on their way: a proxy, a redirect.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct RouteFacts {
+    /// The proxy (`http://host:port`, never its credentials).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
+    /// The variable that named it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy_variable: Option<String>,
+    /// The URL a followed 307/308 redirect led to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redirected_to: Option<String>,
+}
+
+impl RouteFacts {
+    fn of(t: &crate::client::request::Target) -> RouteFacts {
+        RouteFacts {
+            proxy: t.proxy.as_ref().map(|v| v.shown.clone()),
+            proxy_variable: t.proxy.as_ref().map(|v| v.variable.to_string()),
+            redirected_to: t.route.final_url(),
+        }
+    }
+
+    pub fn is_direct(&self) -> bool {
+        *self == RouteFacts::default()
+    }
+
+    /// What the console says of the route.
+    pub fn notes(&self) -> Vec<String> {
+        let mut n = Vec::new();
+        if let (Some(p), Some(var)) = (&self.proxy, &self.proxy_variable) {
+            n.push(format!(
+                "the measured requests went through the proxy {p} (from {var}); its time is in every latency. Set proxy = false on the service (bench: --no-proxy) or NO_PROXY to go direct"
+            ));
+        }
+        if let Some(u) = &self.redirected_to {
+            n.push(format!(
+                "the server redirected the requests to {u} (followed on every request, inside its latency); set base_url to go there directly"
+            ));
+        }
+        n
+    }
 }
 
 /// The summary of a run: the metrics over its records, and what the run itself knows
@@ -87,7 +133,22 @@ impl CaseResult {
         if !params.lora_modules.is_empty() {
             m.insert("lora".into(), self.lora_json(params));
         }
+        if !self.route.is_direct() {
+            m.insert("route".into(), json!(self.route));
+        }
+        let warnings = self.warnings();
+        if !warnings.is_empty() {
+            m.insert("warnings".into(), json!(warnings));
+        }
         m
+    }
+
+    /// What the console and the report say about this case's numbers: batched
+    /// delivery, token counts the streams contradict, short outputs, the route.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = self.summary.warnings();
+        w.extend(self.route.notes());
+        w
     }
 
     /// Which LoRA adapter each measured request named (in request order) and how
@@ -219,7 +280,7 @@ pub async fn execute(
     )?);
     let params = Arc::new(params.clone());
     let t = target(resolved, service, &params);
-    let run = run_case(t, params.clone(), inputs.clone(), opts)
+    let run = run_case(t.clone(), params.clone(), inputs.clone(), opts)
         .await
         .map_err(|e| e.to_string())?;
     let summary = run_summary(&run, &params, Some(&resolved.tokens));
@@ -230,6 +291,7 @@ pub async fn execute(
         inputs,
         engine: None,
         raw: None,
+        route: RouteFacts::of(&t),
     })
 }
 
@@ -264,7 +326,7 @@ async fn execute_conversations(
     let params = Arc::new(params.clone());
     let t = target(resolved, service, &params);
     let run = run_conversations(
-        t,
+        t.clone(),
         params.clone(),
         Arc::new(convs),
         ThinkTime::of(d),
@@ -289,5 +351,6 @@ async fn execute_conversations(
         inputs,
         engine: None,
         raw: None,
+        route: RouteFacts::of(&t),
     })
 }

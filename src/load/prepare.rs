@@ -118,7 +118,7 @@ pub(crate) async fn prepare(
                 loop {
                     attempts += 1;
                     let t = Instant::now();
-                    let o = one(target, params, &smoke_input).await;
+                    let o = announced(opts, target, one(target, params, &smoke_input)).await;
                     if o.success {
                         return Ok(Smoke {
                             ok: true,
@@ -168,6 +168,33 @@ pub(crate) async fn prepare(
     }
 
     Ok((smoke, warmups_failed))
+}
+
+/// Waits for `f`; with `opts.announce_waits`, every 5 s says on stderr what it waits
+/// for, so a server that does not answer is never a silent wait.
+async fn announced<T>(
+    opts: &RunOptions,
+    target: &Target,
+    f: impl std::future::Future<Output = T>,
+) -> T {
+    if !opts.announce_waits {
+        return f.await;
+    }
+    tokio::pin!(f);
+    let start = Instant::now();
+    let every = Duration::from_secs(5);
+    let mut tick = tokio::time::interval_at((start + every).into(), every);
+    loop {
+        tokio::select! {
+            v = &mut f => return v,
+            _ = tick.tick() => eprintln!(
+                "waiting for the smoke request to {} ({:.0} s so far; it fails after stream_idle_timeout = {:.0} s without an answer)",
+                crate::client::proxy::without_credentials(&target.url),
+                start.elapsed().as_secs_f64(),
+                target.limits.idle.as_secs_f64()
+            ),
+        }
+    }
 }
 
 /// Opens up to `k` pooled connections (reqwest: with concurrent GETs of /v1/models);

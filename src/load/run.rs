@@ -51,6 +51,9 @@ pub struct RunOptions {
     pub data_dir: std::path::PathBuf,
     /// The service's `/metrics`, scraped around and during the measured requests.
     pub server_metrics: Option<Arc<crate::servermetrics::Source>>,
+    /// Say on stderr what the smoke request waits for when it takes more than a few
+    /// seconds (`bench`, which prints nothing else before its run).
+    pub announce_waits: bool,
 }
 
 impl Default for RunOptions {
@@ -65,6 +68,7 @@ impl Default for RunOptions {
             prewarm_connections: true,
             data_dir: std::path::PathBuf::from("."),
             server_metrics: None,
+            announce_waits: false,
         }
     }
 }

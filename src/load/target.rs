@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::client::http::{build_client, error_chain};
+use crate::client::http::{ClientOptions, build_client_with};
 use crate::client::request::{Limits, Target};
 use crate::plan::{CaseParams, Service};
 use crate::sim::{SimConfig, SimHandle, Simulator};
@@ -26,6 +26,8 @@ pub struct Resolved {
     pub tokenizer_id: String,
     pub client: reqwest::Client,
     pub headers: HeaderMap,
+    /// The proxies requests go through (see `client::proxy`).
+    pub proxies: crate::client::proxy::Proxies,
     pub sim: Option<SimHandle>,
     /// The service's `/metrics`, when it serves one and scraping is on (set by whoever
     /// checked it: `run` checks once per service).
@@ -49,8 +51,12 @@ pub async fn resolve(
         (None, Some(url)) => (url.trim_end_matches('/').to_string(), None),
         (None, None) => return Err("the service has neither base_url nor sim".into()),
     };
-    let client = build_client(insecure, max_connections)
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    let options = ClientOptions {
+        insecure: insecure || service.insecure == Some(true),
+        ca_cert: service.ca_cert.clone(),
+        proxies: service.proxies(),
+    };
+    let client = build_client_with(&options, max_connections).map_err(|e| e.to_string())?;
     let headers = headers(service)?;
     let (model, model_root) = match &service.model {
         Some(m) => (m.clone(), m.clone()),
@@ -85,6 +91,7 @@ pub async fn resolve(
         tokenizer_id,
         client,
         headers,
+        proxies: options.proxies,
         sim,
         metrics: None,
     })
@@ -106,7 +113,9 @@ pub fn resolve_tokenizer(
             let addr = base_url
                 .strip_prefix("http://")
                 .ok_or_else(|| format!("tokenizer = \"server\" needs a plain http:// base_url, not {base_url}; give a tokenizer path instead"))?;
-            Ok((TokenModel::Server(addr.trim_end_matches('/').to_string()), "server".to_string()))
+            let via = service.proxies().for_url(base_url);
+            let addr = addr.trim_end_matches('/').to_string();
+            Ok((TokenModel::Server(crate::tokenizer::ServerAddr { addr, via }), "server".to_string()))
         }
         Some(id) => from_id(id).unwrap_or_else(|| {
             Err(format!(
@@ -165,7 +174,7 @@ pub async fn discover_model(
         .map_err(|e| {
             format!(
                 "cannot reach {url}: {}; check the address (naming the model, `model` in a plan or --model, skips this lookup)",
-                error_chain(&e)
+                crate::client::http::describe(&e)
             )
         })?;
     if !resp.status().is_success() {
@@ -208,16 +217,19 @@ pub fn target(r: &Resolved, service: &Service, params: &CaseParams) -> Arc<Targe
         .endpoint
         .clone()
         .unwrap_or_else(|| params.backend().default_endpoint().to_string());
-    Arc::new(Target::new(
-        format!("{}{}", r.base_url, endpoint),
-        r.base_url.clone(),
-        params.backend(),
-        service
-            .served_model_name
-            .clone()
-            .unwrap_or_else(|| r.model.clone()),
-        r.headers.clone(),
-        r.client.clone(),
-        Limits::of(params),
-    ))
+    Arc::new(
+        Target::new(
+            format!("{}{}", r.base_url, endpoint),
+            r.base_url.clone(),
+            params.backend(),
+            service
+                .served_model_name
+                .clone()
+                .unwrap_or_else(|| r.model.clone()),
+            r.headers.clone(),
+            r.client.clone(),
+            Limits::of(params),
+        )
+        .through(&r.proxies),
+    )
 }

@@ -415,6 +415,7 @@ pub async fn execute(
             "wall_seconds": elapsed,
         })),
         raw: Some(raw),
+        route: Default::default(),
     })
 }
 

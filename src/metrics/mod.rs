@@ -1,6 +1,7 @@
 //! Per-request records → the case's summary, with vLLM's formulas and key names
 //! (reference §2.2 and §3), plus benchplan's own additions kept apart.
 
+pub mod checks;
 pub mod hist;
 pub mod record;
 pub mod sample;

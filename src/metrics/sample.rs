@@ -26,6 +26,9 @@ pub struct Sample {
     pub itl: Vec<f64>,
     /// Token events (SSE messages that carried output).
     pub chunks: u32,
+    /// Reads of the body that carried at least one token event (`chunks / token_reads`
+    /// is how many events arrived together: 1 when each came on its own).
+    pub token_reads: u32,
     /// Whether the stream ended with `data: [DONE]`.
     pub done: bool,
     /// `usage.completion_tokens`, when the server sent it.

@@ -141,6 +141,10 @@ pub struct Summary {
     pub rps_change_events: Vec<RpsChangeEvent>,
     /// Speculative decoding over the run, from the server's counters (vLLM's keys).
     pub spec_decode: Option<crate::servermetrics::SpecDecode>,
+    /// How token events arrived (see `checks`).
+    pub delivery: super::checks::Delivery,
+    /// Whether the server's token counts agree with its streams; short outputs.
+    pub accounting: super::checks::TokenAccounting,
 }
 
 impl Summary {
@@ -155,6 +159,13 @@ impl Summary {
 
     pub fn stat(&self, metric: Metric) -> Option<&LatencyStats> {
         self.stats.iter().find(|s| s.metric == metric)
+    }
+
+    /// What the console and the report warn about this case's numbers.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w: Vec<String> = self.delivery.warning().into_iter().collect();
+        w.extend(self.accounting.warnings());
+        w
     }
 }
 
@@ -280,6 +291,7 @@ pub fn summarize(
     let mut chunks = 0u64;
     let mut audio = 0.0;
     let mut ok: Vec<&RequestRecord> = Vec::new();
+    let mut ok_outputs: Vec<u64> = Vec::new();
     let any_server_times = records
         .iter()
         .any(|r| r.sample.server_queue_time.is_some() || r.sample.server_ttft.is_some());
@@ -317,9 +329,10 @@ pub fn summarize(
         }
         ok.push(r);
         s.completed += 1;
-        s.total_input_tokens += input;
-        s.total_input_sequences += o.input_sequences;
-        s.cached_tokens += o.cached_tokens.unwrap_or(0);
+        // A server's usage is not trusted to fit: totals stop at u64::MAX (and say so).
+        s.total_input_tokens = s.total_input_tokens.saturating_add(input);
+        s.total_input_sequences = s.total_input_sequences.saturating_add(o.input_sequences);
+        s.cached_tokens = s.cached_tokens.saturating_add(o.cached_tokens.unwrap_or(0));
         audio += o.input_audio_duration;
         if !pooling && !o.done {
             s.streams_without_done += 1;
@@ -343,7 +356,8 @@ pub fn summarize(
             }
         };
         s.output_lens.push(output);
-        s.total_output_tokens += output;
+        ok_outputs.push(output);
+        s.total_output_tokens = s.total_output_tokens.saturating_add(output);
         chunks += u64::from(o.chunks);
         let tpot = if output > 1 {
             (o.latency - o.ttft) / (output - 1) as f64
@@ -360,6 +374,16 @@ pub fn summarize(
         queue.push(r.client_queue_time());
         e2el_q.push(o.latency + r.client_queue_time());
     }
+    if !pooling {
+        s.delivery = super::checks::Delivery::of(&ok);
+        s.accounting = super::checks::TokenAccounting::of(
+            &ok,
+            &ok_outputs,
+            params.ignore_eos == Some(true),
+            tokens,
+        );
+        s.accounting.saturated = [s.total_input_tokens, s.total_output_tokens].contains(&u64::MAX);
+    }
     if any_server_times {
         s.server_queue_times = Some(server_queue);
         s.server_ttfts = Some(server_ttft);
@@ -371,7 +395,8 @@ pub fn summarize(
     };
     s.request_throughput = s.completed as f64 / d;
     s.output_throughput = s.total_output_tokens as f64 / d;
-    s.total_token_throughput = (s.total_input_tokens + s.total_output_tokens) as f64 / d;
+    s.total_token_throughput =
+        s.total_input_tokens.saturating_add(s.total_output_tokens) as f64 / d;
     s.input_sequence_throughput = s.total_input_sequences as f64 / d;
     s.rtfx = audio / d;
     if let Some(g) = &params.goodput {

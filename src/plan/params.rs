@@ -315,6 +315,11 @@ pub struct CaseParams {
     /// floor (`[slo] min_success_rate` takes precedence).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_success_rate: Option<Percent>,
+    /// The share of asked-for output tokens a case sent with `ignore_eos` must get back,
+    /// such as "90%" (default); below it the case fails like a missed SLO (`[slo]
+    /// min_output_ratio` takes precedence).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_output_ratio: Option<Percent>,
     /// Free-form labels written as top-level keys of the result JSON.
     #[serde(skip_serializing_if = "IndexMap::is_empty")]
     pub metadata: IndexMap<String, String>,
@@ -363,6 +368,7 @@ impl Default for CaseParams {
             lora_assignment: None,
             client: None,
             min_success_rate: None,
+            min_output_ratio: None,
             metadata: IndexMap::new(),
         }
     }

@@ -51,6 +51,18 @@ pub struct Service {
     /// Scraping the server's Prometheus metrics around each case (overrides `defaults.server_metrics`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<ServerMetricsSpec>,
+    /// Accept any TLS certificate (a self-signed server); `bench --insecure`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub insecure: Option<bool>,
+    /// A PEM file of CA certificates to trust on top of the system's (a private CA);
+    /// relative paths resolve against the working directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<PathBuf>,
+    /// Honour the environment's HTTP_PROXY, HTTPS_PROXY and NO_PROXY (default true, as
+    /// vLLM's client does); false sends every request directly. `--no-proxy` on the
+    /// command line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<bool>,
 }
 
 /// Whether and how the server's own `/metrics` is scraped: before and after each case
@@ -81,6 +93,12 @@ impl Service {
     /// Whether this service is the embedded simulator.
     pub fn is_sim(&self) -> bool {
         self.sim.is_some()
+    }
+
+    /// The proxies this service's requests go through: the environment's unless
+    /// `proxy = false`; none for the embedded simulator (it runs in this process).
+    pub fn proxies(&self) -> crate::client::proxy::Proxies {
+        crate::client::proxy::Proxies::from_env_if(!self.is_sim() && self.proxy != Some(false))
     }
 
     /// A local tokenizer path, when `tokenizer` names one.

@@ -26,14 +26,18 @@ pub fn parse_slos(
         Some(SloSpec::Table(t)) => {
             for (k, v) in t {
                 // The floor every case must meet, SLOs or not (see `min_success_floor`).
-                let slo = if k == MIN_SUCCESS_RATE {
-                    Slo::from_entry("success_rate", v).map(|s| Slo {
+                let slo = match k.as_str() {
+                    MIN_SUCCESS_RATE => Slo::from_entry("success_rate", v).map(|s| Slo {
                         key: MIN_SUCCESS_RATE.into(),
                         op: crate::slo::Op::Ge,
                         ..s
-                    })
-                } else {
-                    Slo::from_entry(k, v)
+                    }),
+                    MIN_OUTPUT_RATIO => Slo::from_entry("output_ratio", v).map(|s| Slo {
+                        key: MIN_OUTPUT_RATIO.into(),
+                        op: crate::slo::Op::Ge,
+                        ..s
+                    }),
+                    _ => Slo::from_entry(k, v),
                 };
                 push(slo, join_key(base, k));
             }
@@ -73,6 +77,37 @@ pub fn min_success_floor(slos: &[(Slo, String)], defaults: &CaseParams) -> Optio
         },
         path,
     ))
+}
+
+/// The key of the output-ratio floor: in `[slo]` (`"90%"` or 90) or `defaults`.
+pub const MIN_OUTPUT_RATIO: &str = "min_output_ratio";
+
+/// Every case sent with `ignore_eos` must get back this share of the output tokens it
+/// asked for (a server that cuts answers short measured nothing worth passing). The
+/// `[slo]` table's `min_output_ratio` wins, then `defaults.min_output_ratio`, else 90%.
+/// A case without `ignore_eos` is not judged on it.
+pub fn min_output_floor(slos: &[(Slo, String)], defaults: &CaseParams) -> Option<(Slo, String)> {
+    if slos.iter().any(|(s, _)| s.key == MIN_OUTPUT_RATIO) {
+        return None;
+    }
+    let (threshold, path) = match defaults.min_output_ratio {
+        Some(p) => (p.0 * 100.0, "defaults.min_output_ratio".to_string()),
+        None => (90.0, "min_output_ratio (default)".to_string()),
+    };
+    Some((
+        Slo {
+            key: MIN_OUTPUT_RATIO.into(),
+            metric: crate::slo::SloMetric::OutputRatio,
+            op: crate::slo::Op::Ge,
+            threshold,
+        },
+        path,
+    ))
+}
+
+/// Whether an SLO key is one of the floors every case is judged on.
+pub fn is_floor(key: &str) -> bool {
+    key == MIN_SUCCESS_RATE || key == MIN_OUTPUT_RATIO
 }
 
 /// Checks that do not depend on a case: services, optimize, execution, report.

@@ -124,11 +124,12 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
     let mut slos = check::parse_slos(plan.slo.as_ref(), "slo", &mut diags);
     let user_slos = slos
         .iter()
-        .filter(|(s, _)| s.key != check::MIN_SUCCESS_RATE)
+        .filter(|(s, _)| !check::is_floor(&s.key))
         .count();
     // The plan's own SLOs decide what optimize may search; the floor is added after.
     check::check_plan(&plan, &source, &slos, &mut diags);
     slos.extend(check::min_success_floor(&slos, &plan.defaults));
+    slos.extend(check::min_output_floor(&slos, &plan.defaults));
     // An optimize block's own SLOs are judged on the same cases (their errors were reported above).
     let optimize_slos = plan
         .optimize
@@ -243,12 +244,10 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         slos.clone()
     } else {
         let mut o = optimize_slos;
-        if !o.iter().any(|(s, _)| s.key == check::MIN_SUCCESS_RATE) {
-            o.extend(
-                slos.iter()
-                    .find(|(s, _)| s.key == check::MIN_SUCCESS_RATE)
-                    .cloned(),
-            );
+        for floor in [check::MIN_SUCCESS_RATE, check::MIN_OUTPUT_RATIO] {
+            if !o.iter().any(|(s, _)| s.key == floor) {
+                o.extend(slos.iter().find(|(s, _)| s.key == floor).cloned());
+            }
         }
         o
     };

@@ -48,6 +48,9 @@ pub struct CaseView {
     /// Successful streams that ended without `[DONE]` (the server closed them early;
     /// vLLM counts them as successes, and so does benchplan).
     pub streams_without_done: u64,
+    /// What makes the numbers less than they seem (batched delivery, token counts the
+    /// streams contradict, short outputs, a proxy or redirect on the way).
+    pub warnings: Vec<String>,
     pub verdicts: Vec<Verdict>,
     /// None when the plan has no SLOs or the case did not run.
     pub slo_pass: Option<bool>,
@@ -205,6 +208,7 @@ pub fn case_view(
         prefix_hit_pct: None,
         errors: String::new(),
         streams_without_done: 0,
+        warnings: Vec::new(),
         verdicts: Vec::new(),
         slo_pass: None,
         repeats: None,
@@ -252,6 +256,16 @@ pub fn case_view(
             .get("streams_without_done")
             .and_then(Value::as_u64)
             .unwrap_or(0);
+        v.warnings = b
+            .get("warnings")
+            .and_then(Value::as_array)
+            .map(|w| {
+                w.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
         if let Some(e) = b.get("errors_by_kind").and_then(Value::as_object) {
             v.errors = e
                 .iter()
@@ -288,7 +302,9 @@ pub fn case_view(
 
 /// Every SLO judged on a summary.
 pub fn verdicts(summary: &Summary, slos: &[(Slo, String)]) -> Vec<Verdict> {
-    slos.iter().map(|(slo, _)| slo.judge(summary)).collect()
+    slos.iter()
+        .filter_map(|(slo, _)| slo.judge_applicable(summary))
+        .collect()
 }
 
 /// The best case that meets every SLO: highest output throughput (request throughput for pooling).

@@ -64,6 +64,7 @@ pub fn combine(runs: &[Map<String, Value>]) -> Map<String, Value> {
             pooled.push(m);
         }
     }
+    pool_accounting(runs, &mut block);
     let numbers: Vec<Value> = runs
         .iter()
         .filter_map(|r| r.get("benchplan")?.get("repeat").cloned())
@@ -76,6 +77,50 @@ pub fn combine(runs: &[Map<String, Value>]) -> Map<String, Value> {
     out.insert("benchplan".into(), Value::Object(block));
     rejudge(&mut out);
     out
+}
+
+/// The runs' token accounting added up (counts summed, the output ratio over every
+/// run's tokens, the largest difference of any run), so the output-ratio floor is
+/// judged on all the requests.
+fn pool_accounting(runs: &[Map<String, Value>], block: &mut Map<String, Value>) {
+    let parts: Option<Vec<&Map<String, Value>>> = runs
+        .iter()
+        .map(|r| r.get("benchplan")?.get("token_accounting")?.as_object())
+        .collect();
+    let Some(parts) = parts else { return };
+    let sum = |k: &str| -> u64 {
+        parts
+            .iter()
+            .filter_map(|p| p.get(k)?.as_u64())
+            .fold(0u64, u64::saturating_add)
+    };
+    let mut a = parts[0].clone();
+    for k in [
+        "usage_mismatch",
+        "usage_over_max_tokens",
+        "ignore_eos_requests",
+        "short_outputs",
+        "requested_tokens",
+        "returned_tokens",
+    ] {
+        a.insert(k.into(), json!(sum(k)));
+    }
+    let largest = parts
+        .iter()
+        .filter_map(|p| p.get("largest_difference")?.as_i64())
+        .max_by_key(|d| d.unsigned_abs())
+        .unwrap_or(0);
+    a.insert("largest_difference".into(), json!(largest));
+    let saturated = parts
+        .iter()
+        .any(|p| p.get("saturated") == Some(&Value::Bool(true)));
+    a.insert("saturated".into(), json!(saturated));
+    let (asked, got) = (sum("requested_tokens"), sum("returned_tokens"));
+    a.insert(
+        "output_ratio".into(),
+        json!((asked > 0).then(|| got as f64 / asked as f64 * 100.0)),
+    );
+    block.insert("token_accounting".into(), Value::Object(a));
 }
 
 /// Averages the numbers `part` finds in every run into `out`; returns each one's spread
@@ -183,9 +228,9 @@ fn rejudge(out: &mut Map<String, Value>) {
     let old: Vec<Verdict> = serde_json::from_value(list).unwrap_or_default();
     let new: Vec<Verdict> = old
         .into_iter()
-        .map(|v| match Slo::from_verdict(&v) {
-            Ok(slo) => slo.judge_result(out),
-            Err(_) => v,
+        .filter_map(|v| match Slo::from_verdict(&v) {
+            Ok(slo) => slo.judge_result_applicable(out),
+            Err(_) => Some(v),
         })
         .collect();
     if let Some(Value::Object(b)) = out.get_mut("benchplan") {

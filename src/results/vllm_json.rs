@@ -214,6 +214,10 @@ pub fn result_json(
         json!(s.mean_tokens_per_chunk),
     );
     b.insert("streams_without_done".into(), json!(s.streams_without_done));
+    if !s.pooling {
+        b.insert("delivery".into(), json!(s.delivery));
+        b.insert("token_accounting".into(), json!(s.accounting));
+    }
     b.insert("cached_tokens".into(), json!(s.cached_tokens));
     if let Some(l) = &s.schedule_lag {
         b.insert("schedule_lag".into(), small_stats(l));

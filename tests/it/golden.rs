@@ -101,6 +101,7 @@ fn sample_of(o: &Value) -> Sample {
             .map(|x| x.as_f64().unwrap())
             .collect(),
         chunks: 1 + o["itl"].as_array().unwrap().len() as u32,
+        token_reads: 1 + o["itl"].as_array().unwrap().len() as u32,
         done: true,
         usage_completion: o["output_tokens"].as_u64(),
         usage_prompt: None,

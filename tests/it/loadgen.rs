@@ -1,8 +1,6 @@
 //! The load generator against the simulator: measured against injected ground truth,
 //! failures counted by kind as injected, and the bench command's result file.
 
-use std::sync::Arc;
-
 use benchplan::load::case::execute;
 use benchplan::load::run::RunOptions;
 use benchplan::load::target::resolve;
@@ -576,44 +574,12 @@ fn ctrl_c_saves_a_partial_result_marked_interrupted() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// A TLS front for the simulator: terminates TLS with a self-signed certificate and
-/// relays the bytes to the plain simulator.
-async fn tls_front(backend: std::net::SocketAddr) -> std::net::SocketAddr {
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-    benchplan::client::http::install_crypto_provider();
-    let cert =
-        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-            .unwrap();
-    let der = CertificateDer::from(cert.cert.der().to_vec());
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
-    let config = rustls::ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(vec![der], key)
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                if let Ok(mut tls) = acceptor.accept(tcp).await {
-                    if let Ok(mut plain) = tokio::net::TcpStream::connect(backend).await {
-                        let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_works_with_rustls() {
     let sim = benchplan::sim::Simulator::start(benchplan::sim::SimConfig::preset(Preset::Fast))
         .await
         .unwrap();
-    let front = tls_front(sim.addr).await;
+    let (front, _) = crate::support::tls_front(sim.addr).await;
     let svc = Service {
         base_url: Some(format!("https://127.0.0.1:{}", front.port())),
         tokenizer: Some(fixture_tokenizer()),

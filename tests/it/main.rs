@@ -8,6 +8,7 @@ mod cli;
 mod datasets;
 mod examples;
 mod faults;
+mod field;
 mod golden;
 mod guards;
 mod loadgen;

@@ -137,6 +137,21 @@ where
     );
 }
 
+/// [`timing_check`] for checks that run no async code (subprocesses, threads).
+pub fn timing_check_sync(attempts: usize, mut check: impl FnMut() -> Result<(), String>) {
+    let mut failures = Vec::new();
+    for _ in 0..attempts {
+        match check() {
+            Ok(()) => return,
+            Err(e) => failures.push(e),
+        }
+    }
+    panic!(
+        "failed in all {attempts} attempts:\n{}",
+        failures.join("\n")
+    );
+}
+
 /// Reads one HTTP request (head and `content-length` body): its head and body, or None
 /// at EOF.
 pub fn read_request(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
@@ -270,4 +285,38 @@ pub async fn smoke_warms_no_measured_prompt(
     let again = execute(&resolved, svc, p, &opts).await.unwrap();
     let cached = again.run.records[0].sample.cached_tokens;
     assert!(cached.unwrap() >= min_cached, "{cached:?}");
+}
+
+/// A TLS front for a plain server: terminates TLS with a self-signed certificate for
+/// `localhost` and 127.0.0.1 and relays the bytes to `backend`. Returns its address
+/// and the certificate (PEM), which is also its own CA.
+pub async fn tls_front(backend: std::net::SocketAddr) -> (std::net::SocketAddr, String) {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    benchplan::client::http::install_crypto_provider();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    let pem = cert.cert.pem();
+    let der = CertificateDer::from(cert.cert.der().to_vec());
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![der], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                if let Ok(mut tls) = acceptor.accept(tcp).await {
+                    if let Ok(mut plain) = tokio::net::TcpStream::connect(backend).await {
+                        let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                    }
+                }
+            });
+        }
+    });
+    (addr, pem)
 }

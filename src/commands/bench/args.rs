@@ -291,6 +291,17 @@ pub struct BenchArgs {
     /// benchplan: skip the unmeasured smoke request before the run.
     #[arg(long)]
     pub no_smoke: bool,
+    /// benchplan: ignore HTTP_PROXY, HTTPS_PROXY and NO_PROXY and send every request
+    /// directly (vLLM's client honours them; so does benchplan by default).
+    #[arg(long)]
+    pub no_proxy: bool,
+    /// benchplan: a PEM file of CA certificates to trust on top of the system's.
+    #[arg(long)]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// benchplan: the share of asked-for output tokens requests sent with
+    /// --ignore-eos must get back (default 90%); below it bench exits 3.
+    #[arg(long)]
+    pub min_output_ratio: Option<String>,
 
     /// vllm-bench: run once per --max-concurrency value, such as 1,2,4,8, then print a summary table.
     #[arg(long, value_name = "LIST", conflicts_with = "sweep_request_rate")]
@@ -591,6 +602,18 @@ impl BenchArgs {
             &mut svc,
             "tokenizer",
             self.tokenizer.as_ref().map(|v| json!(v)),
+        );
+        if self.no_proxy {
+            svc.insert("proxy".into(), json!(false));
+        }
+        if self.insecure {
+            svc.insert("insecure".into(), json!(true));
+        }
+        opt(&mut svc, "ca_cert", self.ca_cert.as_ref().map(|v| json!(v)));
+        opt(
+            &mut d,
+            "min_output_ratio",
+            self.min_output_ratio.as_ref().map(|v| json!(v)),
         );
         if !self.header.is_empty() {
             svc.insert(

@@ -133,6 +133,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         let mut opts = RunOptions {
             progress: !args.disable_tqdm && std::io::stderr().is_terminal(),
             smoke: !args.no_smoke,
+            announce_waits: true,
             ..RunOptions::default()
         };
         if let Some(p) = &case.params.request_id_prefix {
@@ -161,6 +162,18 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
             }
         };
         print_summary(&result.summary, result.multi_turn.as_ref(), &case.params);
+        for w in result.warnings() {
+            eprintln!("warning: {w}");
+        }
+        // The output-ratio floor (a server that cuts answers short must not pass).
+        let floor_missed: Vec<String> = planned
+            .slos
+            .iter()
+            .filter(|(slo, _)| slo.key == crate::planner::check::MIN_OUTPUT_RATIO)
+            .filter_map(|(slo, _)| slo.judge_applicable(&result.summary))
+            .filter(|v| !v.pass)
+            .map(|v| v.message)
+            .collect();
         let header = Header {
             date: crate::timefmt::stamp_dash(started),
             label: args.label.clone(),
@@ -216,6 +229,13 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
             Exit::Interrupted
         } else if !problems.is_empty() || result.run.timed_out {
             Exit::Runtime
+        } else if !floor_missed.is_empty() {
+            for m in &floor_missed {
+                eprintln!(
+                    "error: {m}: requests sent with --ignore-eos came back short (set --min-output-ratio to change the floor)"
+                );
+            }
+            Exit::SloViolated
         } else {
             Exit::Ok
         };

@@ -1,0 +1,610 @@
+//! Field truth: the numbers through the parts production traffic crosses. A real nginx
+//! (started here with its own config on 127.0.0.1) in front of the ground-truth
+//! simulator, compared with the direct run and with a plain reference reader written
+//! here (a blocking socket with the kernel's default options); servers that batch
+//! events, lie about usage or cut answers short; forward proxies, redirects,
+//! compressed bodies, TLS with a private CA, and a server that never answers.
+//!
+//! The subprocess tests run `BENCHPLAN_UNDER_TEST` when set (another build of
+//! benchplan, to show a test failing on older code), else this build's binary.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{SimProcess, read_request, repo, scripted, tempdir};
+
+/// The benchplan binary these tests run.
+fn binary() -> PathBuf {
+    std::env::var_os("BENCHPLAN_UNDER_TEST")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_benchplan")))
+}
+
+const PROXY_VARS: [&str; 8] = [
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
+/// What one `bench` run left: its exit code, stderr and result file.
+struct Bench {
+    code: Option<i32>,
+    stderr: String,
+    result: Option<Value>,
+}
+
+impl Bench {
+    fn b(&self) -> &Value {
+        &self.result.as_ref().expect("a result file")["benchplan"]
+    }
+
+    /// Every ITL sample (seconds) of the detailed result.
+    fn itls(&self) -> Vec<f64> {
+        self.result.as_ref().expect("a result file")["itls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|l| l.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()))
+            .collect()
+    }
+
+    fn ttfts(&self) -> Vec<f64> {
+        self.result.as_ref().unwrap()["ttfts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    }
+}
+
+/// `benchplan bench` against `base` with `args` after the common ones, the proxy
+/// variables of this process removed and `env` set.
+fn bench(base: &str, args: &[&str], env: &[(&str, &str)]) -> Bench {
+    let dir = tempdir("field");
+    let tok = repo().join("tests/fixtures/tokenizer");
+    let mut cmd = Command::new(binary());
+    cmd.args(["bench", "--base-url", base, "--model", "benchplan-sim"])
+        .arg("--tokenizer")
+        .arg(&tok)
+        .args(["--disable-tqdm", "--save-result", "--save-detailed"])
+        .arg("--result-dir")
+        .arg(&dir)
+        .args(["--result-filename", "r.json"])
+        .args(args)
+        .current_dir(repo());
+    for v in PROXY_VARS {
+        cmd.env_remove(v);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("benchplan runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !stderr.contains("panicked"),
+        "benchplan panicked:\n{stderr}"
+    );
+    let result = std::fs::read_to_string(dir.join("r.json"))
+        .ok()
+        .map(|t| serde_json::from_str(&t).expect("the result is JSON"));
+    let _ = std::fs::remove_dir_all(&dir);
+    Bench {
+        code: out.status.code(),
+        stderr,
+        result,
+    }
+}
+
+/// numpy's linear percentile of `xs`, in milliseconds.
+fn pct_ms(xs: &[f64], p: f64) -> f64 {
+    let mut s = xs.to_vec();
+    s.sort_by(f64::total_cmp);
+    let rank = p / 100.0 * (s.len() - 1) as f64;
+    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+    (s[lo] + (s[hi] - s[lo]) * (rank - lo as f64)) * 1e3
+}
+
+fn near_zero_pct(itls: &[f64]) -> f64 {
+    itls.iter().filter(|g| **g < 0.0005).count() as f64 / itls.len() as f64 * 100.0
+}
+
+// ---------------------------------------------------------------- nginx
+
+/// nginx, if this machine has it (Debian puts it in /usr/sbin).
+fn nginx_bin() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("nginx"))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        let p = PathBuf::from("/usr/sbin/nginx");
+        p.is_file().then_some(p)
+    })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// An nginx in the foreground with one `server` block per entry of `servers` (extra
+/// directives for it), each proxying to `upstream`; killed on drop.
+struct Nginx {
+    child: Child,
+    ports: Vec<u16>,
+    dir: PathBuf,
+}
+
+impl Nginx {
+    fn start(bin: &Path, upstream: &str, servers: &[&str]) -> Nginx {
+        let dir = tempdir("nginx");
+        let ports: Vec<u16> = servers.iter().map(|_| free_port()).collect();
+        let d = dir.display();
+        let mut conf = format!(
+            "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+             events {{ worker_connections 256; }}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  keepalive_timeout 1s;\n"
+        );
+        for (port, extra) in ports.iter().zip(servers) {
+            conf.push_str(&format!(
+                "  server {{\n    listen 127.0.0.1:{port};\n    {extra}\n    location / {{ proxy_pass {upstream}; }}\n  }}\n"
+            ));
+        }
+        conf.push_str("}\n");
+        let path = dir.join("nginx.conf");
+        std::fs::write(&path, conf).unwrap();
+        let child = Command::new(bin)
+            .arg("-p")
+            .arg(&dir)
+            .arg("-e")
+            .arg(dir.join("error.log"))
+            .arg("-c")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nginx starts");
+        let until = Instant::now() + Duration::from_secs(10);
+        for p in &ports {
+            while TcpStream::connect(("127.0.0.1", *p)).is_err() {
+                assert!(
+                    Instant::now() < until,
+                    "nginx did not listen on {p}: {}",
+                    std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Nginx { child, ports, dir }
+    }
+
+    fn url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.ports[i])
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A plain reader of `n` streamed completions sent together to `base`: blocking
+/// sockets with the kernel's default options, one thread a request, a read's time for
+/// every event in it. Returns the TTFTs and ITL gaps (seconds).
+fn reference_reader(base: &str, n: usize, output: u32) -> (Vec<f64>, Vec<f64>) {
+    let addr = base.trim_start_matches("http://").to_string();
+    let threads: Vec<_> = (0..n)
+        .map(|i| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let body = format!(
+                    r#"{{"model":"benchplan-sim","prompt":"reference reader request {i}","max_tokens":{output},"stream":true,"ignore_eos":true}}"#
+                );
+                let mut s = TcpStream::connect(&addr).unwrap();
+                let sent = Instant::now();
+                write!(
+                    s,
+                    "POST /v1/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .unwrap();
+                let (mut times, mut buf, mut pending) = (Vec::new(), [0u8; 65536], Vec::new());
+                loop {
+                    let k = s.read(&mut buf).unwrap();
+                    if k == 0 {
+                        break;
+                    }
+                    let at = Instant::now();
+                    pending.extend_from_slice(&buf[..k]);
+                    // Count whole token events (`"text":`) in what arrived so far.
+                    let text = String::from_utf8_lossy(&pending).into_owned();
+                    let events = text.matches("\"text\":").count();
+                    while times.len() < events {
+                        times.push(at);
+                    }
+                    if text.contains("[DONE]") {
+                        break;
+                    }
+                }
+                let ttft = (times[0] - sent).as_secs_f64();
+                let itl: Vec<f64> = times.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect();
+                (ttft, itl)
+            })
+        })
+        .collect();
+    let (mut ttfts, mut itls) = (Vec::new(), Vec::new());
+    for t in threads {
+        let (ttft, itl) = t.join().unwrap();
+        ttfts.push(ttft);
+        itls.extend(itl);
+    }
+    (ttfts, itls)
+}
+
+/// The case every nginx check runs: 8 streams of 24 tokens sent together (the
+/// simulator: TTFT 20 ms, ITL 10 ms), each on a connection of its own.
+const NGINX_CASE: [&str; 12] = [
+    "--num-prompts",
+    "8",
+    "--random-input-len",
+    "16",
+    "--random-output-len",
+    "24",
+    "--ignore-eos",
+    "--no-smoke",
+    "--percentile-metrics",
+    "ttft,itl",
+    "--metric-percentiles",
+    "50,99",
+];
+
+#[test]
+fn through_nginx_the_numbers_match_the_direct_run_and_a_plain_reader() {
+    let Some(bin) = nginx_bin() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the nginx test: .ci/run installs nginx"
+        );
+        eprintln!(
+            "SKIPPED the nginx test: no nginx (Debian: apt-get install nginx; .ci/run installs it)"
+        );
+        return;
+    };
+    let sim = SimProcess::start(&["--preset", "ground-truth", "--set", "ttft=20ms"]);
+    let nginx = Nginx::start(
+        &bin,
+        &sim.url,
+        &[
+            // nginx's defaults: responses buffered (proxy_buffering on).
+            "",
+            // Unbuffered, and Nagle on for nginx's writes (as nginx has it on a
+            // connection that is not yet kept alive): a client that delays its ACKs
+            // meets a 40 ms stall here.
+            "proxy_buffering off; tcp_nodelay off;",
+            "proxy_buffering off;",
+        ],
+    );
+    crate::support::timing_check_sync(3, || {
+        let direct = bench(&sim.url, &NGINX_CASE, &[]);
+        assert_eq!(direct.code, Some(0), "{}", direct.stderr);
+        let direct_p99 = pct_ms(&direct.itls(), 99.0);
+        let mut failures = Vec::new();
+        for (i, what) in [(1, "unbuffered, Nagle on"), (2, "unbuffered")] {
+            let via = bench(&nginx.url(i), &NGINX_CASE, &[]);
+            assert_eq!(via.code, Some(0), "{what}: {}", via.stderr);
+            let itls = via.itls();
+            let (p99, zero) = (pct_ms(&itls, 99.0), near_zero_pct(&itls));
+            let (ref_ttft, ref_itl) = reference_reader(&nginx.url(i), 8, 24);
+            let ref_p99 = pct_ms(&ref_itl, 99.0);
+            eprintln!(
+                "nginx {what}: ITL p99 {p99:.2} ms (direct {direct_p99:.2}, reference reader {ref_p99:.2}), {zero:.1}% under 0.5 ms; TTFT p50 {:.2} ms (reference {:.2})",
+                pct_ms(&via.ttfts(), 50.0),
+                pct_ms(&ref_ttft, 50.0)
+            );
+            if (p99 - direct_p99).abs() > 2.0 {
+                failures.push(format!(
+                    "{what}: ITL p99 {p99:.2} ms, direct {direct_p99:.2}"
+                ));
+            }
+            if (p99 - ref_p99).abs() > 2.0 {
+                failures.push(format!(
+                    "{what}: ITL p99 {p99:.2} ms, reference reader {ref_p99:.2}"
+                ));
+            }
+            if zero >= 5.0 {
+                failures.push(format!("{what}: {zero:.1}% of ITL samples under 0.5 ms"));
+            }
+            let ttft = pct_ms(&via.ttfts(), 50.0);
+            if (ttft - pct_ms(&ref_ttft, 50.0)).abs() > 3.0 {
+                failures.push(format!(
+                    "{what}: TTFT p50 {ttft:.2} ms against the reference reader's {:.2}",
+                    pct_ms(&ref_ttft, 50.0)
+                ));
+            }
+            if via.b()["delivery"]["batched"] != Value::Bool(false) {
+                failures.push(format!("{what}: delivery {}", via.b()["delivery"]));
+            }
+        }
+        // nginx's default buffers the stream for every reader: the events come in
+        // batches of about 4 KiB. benchplan sees what the plain reader sees, and says so.
+        let buffered = bench(&nginx.url(0), &NGINX_CASE, &[]);
+        let (_, ref_itl) = reference_reader(&nginx.url(0), 8, 24);
+        let (zero, ref_zero) = (near_zero_pct(&buffered.itls()), near_zero_pct(&ref_itl));
+        eprintln!(
+            "nginx buffered: {zero:.1}% of ITL under 0.5 ms (reference reader {ref_zero:.1}%); {}",
+            buffered.b()["delivery"]
+        );
+        if (zero - ref_zero).abs() > 15.0 {
+            failures.push(format!(
+                "buffered: {zero:.1}% near-zero ITL, reference reader {ref_zero:.1}%"
+            ));
+        }
+        if buffered.b()["delivery"]["batched"] != Value::Bool(true)
+            || !buffered.stderr.contains("token events arrived batched")
+        {
+            failures.push(format!(
+                "buffered: batching not reported: {}\n{}",
+                buffered.b()["delivery"],
+                buffered.stderr
+            ));
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("\n"))
+        }
+    });
+}
+
+// ------------------------------------------------------- servers that batch or lie
+
+/// A completions token event.
+fn token(text: &str) -> String {
+    format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"{text}\"}}]}}\n\n")
+}
+
+fn usage(prompt: u64, completion: u64) -> String {
+    format!(
+        "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion}}}}}\n\n"
+    )
+}
+
+/// A server answering every request with a close-delimited event stream: `writes`,
+/// each written on its own after `gap`, then the connection closed.
+fn streaming(writes: Vec<String>, gap: Duration) -> String {
+    streaming_logged(writes, gap).0
+}
+
+/// [`streaming`], and the number of requests it has answered so far.
+fn streaming_logged(writes: Vec<String>, gap: Duration) -> (String, Arc<Mutex<Vec<String>>>) {
+    scripted(move |_, s, log| {
+        if read_request(s).is_none() {
+            return;
+        }
+        log.lock().unwrap().push("request".into());
+        let _ = s.set_nodelay(true);
+        let _ = s.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+        );
+        for w in &writes {
+            std::thread::sleep(gap);
+            if s.write_all(w.as_bytes()).is_err() {
+                return;
+            }
+        }
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    })
+}
+
+/// Four requests of `output` tokens with ignore_eos, one at a time, no smoke request.
+fn small_case(output: &str) -> Vec<&str> {
+    vec![
+        "--num-prompts",
+        "4",
+        "--max-concurrency",
+        "1",
+        "--random-input-len",
+        "4",
+        "--random-output-len",
+        output,
+        "--ignore-eos",
+        "--no-smoke",
+    ]
+}
+
+#[test]
+fn events_written_in_pairs_are_reported_as_batched() {
+    // Ten tokens written two at a time, 10 ms apart.
+    let pair = format!("{}{}", token(" a"), token(" b"));
+    let mut writes = vec![pair; 5];
+    writes.push(format!("{}data: [DONE]\n\n", usage(4, 10)));
+    let base = streaming(writes, Duration::from_millis(10));
+    let r = bench(&base, &small_case("10"), &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let d = &r.b()["delivery"];
+    assert_eq!(d["batched"], Value::Bool(true), "{d}");
+    let per_read = d["events_per_read"].as_f64().unwrap();
+    assert!((per_read - 2.0).abs() < 0.3, "{d}");
+    // Every second gap is zero: 5 of the 9 gaps of each request.
+    let zero = d["near_zero_itl_percent"].as_f64().unwrap();
+    assert!((zero - 5.0 / 9.0 * 100.0).abs() < 12.0, "{d}");
+    assert!(
+        r.stderr.contains("token events arrived batched"),
+        "{}",
+        r.stderr
+    );
+    let w = r.b()["warnings"].as_array().unwrap();
+    assert!(
+        w[0].as_str().unwrap().contains("reflects the path"),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn usage_that_contradicts_the_stream_is_counted_and_warned_about() {
+    // Ten token events, usage 1000 (above max_tokens 10 too).
+    let high = |completion: u64| {
+        let mut w: Vec<String> = (0..10).map(|_| token(" a")).collect();
+        w.push(format!("{}data: [DONE]\n\n", usage(4, completion)));
+        w
+    };
+    let r = bench(
+        &streaming(high(1000), Duration::ZERO),
+        &small_case("10"),
+        &[],
+    );
+    assert_eq!(
+        r.code,
+        Some(0),
+        "usage above is warned about, not failed: {}",
+        r.stderr
+    );
+    let a = &r.b()["token_accounting"];
+    assert_eq!(
+        (
+            a["usage_mismatch"].as_u64(),
+            a["usage_over_max_tokens"].as_u64()
+        ),
+        (Some(4), Some(4)),
+        "{a}"
+    );
+    assert_eq!(a["largest_difference"], 990, "{a}");
+    assert!(
+        r.stderr
+            .contains("4 request(s) got a usage.completion_tokens that disagrees"),
+        "{}",
+        r.stderr
+    );
+
+    // Ten token events, usage 3: fewer tokens than events, and short of the 10 asked.
+    let r = bench(&streaming(high(3), Duration::ZERO), &small_case("10"), &[]);
+    let a = &r.b()["token_accounting"];
+    assert_eq!(
+        (
+            a["usage_mismatch"].as_u64(),
+            a["largest_difference"].as_i64()
+        ),
+        (Some(4), Some(-7)),
+        "{a}"
+    );
+    assert_eq!(
+        r.code,
+        Some(3),
+        "short outputs fail the output floor: {}",
+        r.stderr
+    );
+
+    // Usage near u64::MAX: the totals stop at the largest number, never wrap.
+    let huge = u64::MAX - 5;
+    let mut w: Vec<String> = (0..10).map(|_| token(" a")).collect();
+    w.push(format!("{}data: [DONE]\n\n", usage(huge, 10)));
+    let r = bench(&streaming(w, Duration::ZERO), &small_case("10"), &[]);
+    let res = r.result.as_ref().unwrap();
+    assert_eq!(
+        res["total_input_tokens"].as_u64(),
+        Some(u64::MAX),
+        "{}",
+        res["total_input_tokens"]
+    );
+    assert_eq!(r.b()["token_accounting"]["saturated"], Value::Bool(true));
+    assert!(
+        r.stderr.contains("largest countable number"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_server_that_cuts_answers_short_fails_bench_and_a_nightly_run() {
+    // Asked for 32 tokens with ignore_eos, the server sends 2 and ends the stream
+    // (what llama-cpp-python's server does to a stream a newer request interrupts).
+    let writes = vec![
+        token(" a"),
+        token(" b"),
+        format!("{}data: [DONE]\n\n", usage(4, 2)),
+    ];
+    let (base, served) = streaming_logged(writes, Duration::ZERO);
+    let r = bench(&base, &small_case("32"), &[]);
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    let a = &r.b()["token_accounting"];
+    assert_eq!(
+        (a["short_outputs"].as_u64(), a["output_ratio"].as_f64()),
+        (Some(4), Some(6.25)),
+        "{a}"
+    );
+    assert!(r.stderr.contains("min_output_ratio"), "{}", r.stderr);
+    // A lower floor lets it pass.
+    let mut args = small_case("32");
+    args.extend(["--min-output-ratio", "5%"]);
+    assert_eq!(bench(&base, &args, &[]).code, Some(0));
+
+    // `run`: the case fails its verdict, is not recommended, and a resume reruns it.
+    let dir = tempdir("truncating");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"nightly\"\n[services.cut]\nbase_url = \"{base}\"\nmodel = \"m\"\ntokenizer = \"{}\"\n[defaults]\nnum_prompts = 3\nmax_concurrency = 1\ndataset = {{ name = \"random\", input_len = 4, output_len = 32 }}\n[execution]\nresults_dir = \"{}\"\n",
+            repo().join("tests/fixtures/tokenizer").display(),
+            dir.join("results").display()
+        ),
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut c = Command::new(binary());
+        c.arg("run").arg(&plan).args(["--quiet"]).args(extra);
+        for v in PROXY_VARS {
+            c.env_remove(v);
+        }
+        c.output().unwrap()
+    };
+    let out = run(&[]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let batch = crate::support::batch_dir(&dir.join("results"));
+    let result = std::fs::read_dir(&batch)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("cut"))
+        .map(|p| crate::support::read_json(&p))
+        .expect("the case's result");
+    let verdicts = result["benchplan"]["slo_verdicts"].as_array().unwrap();
+    let floor = verdicts
+        .iter()
+        .find(|v| v["key"] == "min_output_ratio")
+        .expect("the output floor is judged");
+    assert_eq!(floor["pass"], Value::Bool(false), "{floor}");
+    let md = std::fs::read_to_string(batch.join("report.md")).unwrap();
+    assert!(
+        md.contains("returned fewer tokens than they asked for"),
+        "{md}"
+    );
+    assert!(!md.contains("**PASS**"), "{md}");
+    let before = served.lock().unwrap().len();
+    let resumed = run(&["--resume", batch.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&resumed.stderr).into_owned();
+    assert_eq!(resumed.status.code(), Some(3), "{err}");
+    assert!(
+        served.lock().unwrap().len() > before,
+        "the resume must run the case below the output floor again"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

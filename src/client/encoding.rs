@@ -48,21 +48,45 @@ impl Decoder {
                 Decoder::Raw(DeflateDecoder::new(Vec::new()))
             };
         }
+        // A write decoder keeps output back until flushed: each read's bytes are
+        // decoded and handed on at once (an event must not wait for the next read).
         let bad = |e: std::io::Error| format!("the compressed body does not decode: {e}");
         let plain = match self {
             Decoder::Gzip(d) => {
-                d.write_all(input).map_err(bad)?;
+                d.write_all(input).and_then(|()| d.flush()).map_err(bad)?;
                 d.get_mut()
             }
             Decoder::Zlib(d) => {
-                d.write_all(input).map_err(bad)?;
+                d.write_all(input).and_then(|()| d.flush()).map_err(bad)?;
                 d.get_mut()
             }
             Decoder::Raw(d) => {
-                d.write_all(input).map_err(bad)?;
+                d.write_all(input).and_then(|()| d.flush()).map_err(bad)?;
                 d.get_mut()
             }
             Decoder::Deflate => unreachable!("chosen above"),
+        };
+        out.append(plain);
+        Ok(())
+    }
+
+    /// The end of the body: an error when the compressed stream is cut short.
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), String> {
+        let bad = |e: std::io::Error| format!("the compressed body does not decode: {e}");
+        let plain = match self {
+            Decoder::Gzip(d) => {
+                d.try_finish().map_err(bad)?;
+                d.get_mut()
+            }
+            Decoder::Zlib(d) => {
+                d.try_finish().map_err(bad)?;
+                d.get_mut()
+            }
+            Decoder::Raw(d) => {
+                d.try_finish().map_err(bad)?;
+                d.get_mut()
+            }
+            Decoder::Deflate => return Ok(()),
         };
         out.append(plain);
         Ok(())
@@ -76,6 +100,7 @@ pub fn decode_all(encoding: Option<&str>, body: Vec<u8>) -> Result<Vec<u8>, Stri
         Some(mut d) => {
             let mut out = Vec::with_capacity(body.len() * 4);
             d.feed(&body, &mut out)?;
+            d.finish(&mut out)?;
             Ok(out)
         }
     }

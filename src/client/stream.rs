@@ -169,9 +169,17 @@ impl Reading {
     pub fn finish(mut self, end: End) -> Sample {
         match end {
             End::Ended => {
+                let at = self.last_arrival;
+                // What a compressed body's decoder still held.
+                if let Some((mut d, mut plain)) = self.decoder.take() {
+                    plain.clear();
+                    match d.finish(&mut plain) {
+                        Ok(()) => self.plain_bytes(&plain, at),
+                        Err(e) => self.failure = Some(("invalid_chunk", e)),
+                    }
+                }
                 // A last event without a blank line before the end counts (vLLM
                 // processes it too).
-                let at = self.last_arrival;
                 let (parser, mut st) = self.split();
                 if let Err(e) = parser.finish(&mut |ev| st.event(ev, at)) {
                     *st.failure = Some(("oversized_response", e.to_string()));

@@ -232,9 +232,22 @@ impl CaseResult {
             ));
         }
         if self.summary.completed == 0 && !self.run.records.is_empty() {
+            // The first error of each kind says why (a certificate hint, a refused
+            // connection) where a bare count would not.
+            let why: Vec<String> = self
+                .summary
+                .first_errors
+                .iter()
+                .map(|(kind, msg)| format!("{kind}: {msg}"))
+                .collect();
             out.push(format!(
-                "no request succeeded ({} failed)",
-                self.summary.failed
+                "no request succeeded ({} failed{})",
+                self.summary.failed,
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", why.join("; "))
+                }
             ));
         }
         out

@@ -121,6 +121,9 @@ pub struct Summary {
     pub queue_times: Vec<f64>,
     pub generated_texts: Vec<String>,
     pub errors: Vec<String>,
+    /// Token events each request streamed (beside `output_lens`, the server's usage
+    /// where it sent one, so the two can be compared request by request).
+    pub token_events: Vec<u32>,
     /// The server's own queue time and TTFT per request (seconds), when any response
     /// carried them; None where one did not.
     pub server_queue_times: Option<Vec<Option<f64>>>,
@@ -303,6 +306,7 @@ pub fn summarize(
         s.ttfts.push(o.ttft);
         s.latencies.push(o.latency);
         s.itls.push(o.itl.clone());
+        s.token_events.push(o.chunks);
         s.generated_texts.push(o.text.clone());
         s.errors.push(
             o.error

@@ -89,7 +89,11 @@ fn margins(
     let mut violations = Vec::new();
     let mut judged = Vec::new();
     for (slo, _) in slos {
-        match slo.actual(s) {
+        let actual = slo.actual(s);
+        if slo.not_applicable(actual) {
+            continue;
+        }
+        match actual {
             Some(a) => {
                 judged.push(a);
                 let t = slo.threshold.max(f64::MIN_POSITIVE);
@@ -116,7 +120,7 @@ fn margins(
                 // the floor is not a margin to report, nor a reason to rerun a point as
                 // "close to a threshold" (it made every pass read 1.01% at 100% vs 99%).
                 let perfect = match slo.metric {
-                    SloMetric::SuccessRate => a >= 100.0,
+                    SloMetric::SuccessRate | SloMetric::OutputRatio => a >= 100.0,
                     SloMetric::GoodputRatio => a >= 1.0,
                     _ => false,
                 };

@@ -98,6 +98,21 @@ pub const AUDIO_REQUESTS: Deviation = Deviation {
 };
 
 /// Every deviation, in the order the README lists them.
+pub const NO_ACCEPT_ENCODING: Deviation = Deviation {
+    id: "no_accept_encoding",
+    what: "requests ask for no compression (no `Accept-Encoding`), so a compressing proxy in the path does not buffer the stream to compress it; an answer compressed anyway is decoded (gzip, deflate) or fails as `unsupported_encoding` naming its encoding. vLLM's client (aiohttp) sends `Accept-Encoding: gzip, deflate` and decodes those",
+};
+
+pub const POST_REDIRECTS: Deviation = Deviation {
+    id: "post_redirects",
+    what: "a 307 or 308 is followed with the same method and body (at most 10, the final URL under `benchplan.route`), as aiohttp does; a 301, 302 or 303 to a POST fails the request as `http_30x` naming the `Location`, where aiohttp sends a GET there",
+};
+
+pub const OUTPUT_CHECKS: Deviation = Deviation {
+    id: "output_checks",
+    what: "the server's usage is checked against the token events it streamed (`benchplan.token_accounting`), totals saturate instead of wrapping, and a case sent with ignore_eos that gets back less than min_output_ratio (default 90%) of the tokens it asked for fails its verdict; vLLM believes usage and passes short outputs",
+};
+
 pub const ALL: &[Deviation] = &[
     SSE_SPEC_PARSING,
     STREAM_ERROR_FAILS_REQUEST,
@@ -113,6 +128,9 @@ pub const ALL: &[Deviation] = &[
     MULTI_TURN,
     PREFIX_CACHE_RESET,
     AUDIO_REQUESTS,
+    NO_ACCEPT_ENCODING,
+    POST_REDIRECTS,
+    OUTPUT_CHECKS,
 ];
 
 /// The deviations that applied to a run of `p`.
@@ -144,6 +162,9 @@ pub fn applying(p: &CaseParams, f: &Facts) -> Vec<Deviation> {
         (MULTI_TURN, matches!(p.dataset, Dataset::MultiTurn(_))),
         (PREFIX_CACHE_RESET, f.prefix_cache_reset),
         (AUDIO_REQUESTS, backend == Backend::OpenaiAudio),
+        (NO_ACCEPT_ENCODING, true),
+        (POST_REDIRECTS, true),
+        (OUTPUT_CHECKS, streaming),
     ];
     rules
         .into_iter()

@@ -217,6 +217,9 @@ pub fn result_json(
     if !s.pooling {
         b.insert("delivery".into(), json!(s.delivery));
         b.insert("token_accounting".into(), json!(s.accounting));
+        if detailed {
+            b.insert("token_events".into(), json!(s.token_events));
+        }
     }
     b.insert("cached_tokens".into(), json!(s.cached_tokens));
     if let Some(l) = &s.schedule_lag {

@@ -75,10 +75,11 @@ fn bench(base: &str, args: &[&str], env: &[(&str, &str)]) -> Bench {
     let dir = tempdir("field");
     let tok = repo().join("tests/fixtures/tokenizer");
     let mut cmd = Command::new(binary());
-    cmd.args(["bench", "--base-url", base, "--model", "benchplan-sim"])
-        .arg("--tokenizer")
-        .arg(&tok)
-        .args(["--disable-tqdm", "--save-result", "--save-detailed"])
+    cmd.args(["bench", "--base-url", base, "--model", "benchplan-sim"]);
+    if !args.contains(&"--tokenizer") {
+        cmd.arg("--tokenizer").arg(&tok);
+    }
+    cmd.args(["--disable-tqdm", "--save-result", "--save-detailed"])
         .arg("--result-dir")
         .arg(&dir)
         .args(["--result-filename", "r.json"])
@@ -487,6 +488,12 @@ fn usage_that_contradicts_the_stream_is_counted_and_warned_about() {
         "{a}"
     );
     assert_eq!(a["largest_difference"], 990, "{a}");
+    // Per request, both counts: the events streamed and the usage believed.
+    assert_eq!(r.b()["token_events"], serde_json::json!([10, 10, 10, 10]));
+    assert_eq!(
+        r.result.as_ref().unwrap()["output_lens"],
+        serde_json::json!([1000, 1000, 1000, 1000])
+    );
     assert!(
         r.stderr
             .contains("4 request(s) got a usage.completion_tokens that disagrees"),
@@ -607,4 +614,413 @@ fn a_server_that_cuts_answers_short_fails_bench_and_a_nightly_run() {
         "the resume must run the case below the output floor again"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ------------------------------------------------------------------ proxies
+
+/// A logging forward proxy on 127.0.0.1: `CONNECT host:port` is tunnelled; a request
+/// in absolute form (`POST http://host:port/path`) is sent on to its server in origin
+/// form and the answer relayed, one request per connection. Logs each request line
+/// and whether it carried `Proxy-Authorization`.
+fn forward_proxy() -> (String, Arc<Mutex<Vec<String>>>) {
+    let (url, log) = scripted(|_, client, log| {
+        let Some((head, body)) = read_request(client) else {
+            return;
+        };
+        let line = head.lines().next().unwrap_or("").to_string();
+        let auth = head
+            .to_ascii_lowercase()
+            .contains("proxy-authorization: basic");
+        log.lock()
+            .unwrap()
+            .push(format!("{line}{}", if auth { " [auth]" } else { "" }));
+        let mut parts = line.split_whitespace();
+        let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let relay = |mut upstream: TcpStream, client: &mut TcpStream| {
+            let mut back = upstream.try_clone().unwrap();
+            let mut c2 = client.try_clone().unwrap();
+            let up = std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c2, &mut upstream);
+                let _ = upstream.shutdown(std::net::Shutdown::Write);
+            });
+            let _ = std::io::copy(&mut back, client);
+            let _ = client.shutdown(std::net::Shutdown::Both);
+            let _ = up.join();
+        };
+        if method == "CONNECT" {
+            let Ok(upstream) = TcpStream::connect(target) else {
+                let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n");
+                return;
+            };
+            let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+            relay(upstream, client);
+            return;
+        }
+        let Some(rest) = target.strip_prefix("http://") else {
+            let _ = client.write_all(
+                b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+            return;
+        };
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let Ok(mut upstream) = TcpStream::connect(authority) else {
+            return;
+        };
+        let mut forwarded = format!("{method} {path} HTTP/1.1\r\n");
+        for h in head.lines().skip(1) {
+            let l = h.to_ascii_lowercase();
+            if !l.starts_with("proxy-authorization") && !l.starts_with("connection") {
+                forwarded.push_str(h);
+                forwarded.push_str("\r\n");
+            }
+        }
+        forwarded.push_str("connection: close\r\n\r\n");
+        let _ = upstream.write_all(forwarded.as_bytes());
+        let _ = upstream.write_all(&body);
+        relay(upstream, client);
+    });
+    (url, log)
+}
+
+#[test]
+fn the_environments_proxies_carry_every_request_and_are_recorded_without_credentials() {
+    let sim = SimProcess::start(&["--preset", "fast"]);
+    let (proxy, log) = forward_proxy();
+    let port = proxy.trim_start_matches("http://127.0.0.1:");
+    let with_auth = format!("http://user:s3cret@127.0.0.1:{port}");
+    let case = [
+        "--num-prompts",
+        "3",
+        "--random-input-len",
+        "4",
+        "--random-output-len",
+        "3",
+        "--tokenizer",
+        "server",
+    ];
+    // --tokenizer server: the dataset is built with the server's /tokenize, a side
+    // request that must take the proxy too.
+    let r = bench(&sim.url, &case, &[("HTTP_PROXY", &with_auth)]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let seen = log.lock().unwrap().clone();
+    let host = sim.url.trim_start_matches("http://");
+    let completions = seen
+        .iter()
+        .filter(|l| {
+            l.starts_with(&format!(
+                "POST http://{host}/v1/completions HTTP/1.1 [auth]"
+            ))
+        })
+        .count();
+    assert_eq!(
+        completions, 4,
+        "3 measured requests and the smoke request: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|l| l.contains("/tokenize")),
+        "the tokenizer's side requests go through the proxy too: {seen:?}"
+    );
+    assert_eq!(r.b()["route"]["proxy"], format!("http://127.0.0.1:{port}"));
+    assert_eq!(r.b()["route"]["proxy_variable"], "HTTP_PROXY");
+    let text = serde_json::to_string(r.result.as_ref().unwrap()).unwrap();
+    assert!(!text.contains("s3cret") && !r.stderr.contains("s3cret"));
+    assert!(r.stderr.contains("went through the proxy"), "{}", r.stderr);
+
+    // NO_PROXY and --no-proxy send everything directly.
+    log.lock().unwrap().clear();
+    let r = bench(
+        &sim.url,
+        &case,
+        &[("HTTP_PROXY", &proxy), ("NO_PROXY", "127.0.0.1")],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let mut direct = case.to_vec();
+    direct.push("--no-proxy");
+    let r2 = bench(&sim.url, &direct, &[("http_proxy", &proxy)]);
+    assert_eq!(r2.code, Some(0), "{}", r2.stderr);
+    assert!(log.lock().unwrap().is_empty(), "{:?}", log.lock().unwrap());
+    assert!(r.b().get("route").is_none() && r2.b().get("route").is_none());
+
+    // HTTPS through HTTPS_PROXY: a CONNECT tunnel.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sim_addr: std::net::SocketAddr = host.parse().unwrap();
+    let (front, _) = rt.block_on(crate::support::tls_front(sim_addr));
+    let https = format!("https://127.0.0.1:{}", front.port());
+    let mut tls = case[..6].to_vec();
+    tls.push("--insecure");
+    let r = bench(&https, &tls, &[("HTTPS_PROXY", &proxy)]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let seen = log.lock().unwrap().clone();
+    assert!(
+        seen.iter()
+            .any(|l| l.starts_with(&format!("CONNECT 127.0.0.1:{}", front.port()))),
+        "{seen:?}"
+    );
+    assert_eq!(r.b()["route"]["proxy_variable"], "HTTPS_PROXY");
+}
+
+// ---------------------------------------------------------- redirects, encodings
+
+/// A server answering every request with `status` and `Location: location`.
+fn redirecting(status: &'static str, location: String) -> String {
+    scripted(move |_, s, _| {
+        if read_request(s).is_some() {
+            let _ = write!(
+                s,
+                "HTTP/1.1 {status}\r\nlocation: {location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
+    })
+    .0
+}
+
+#[test]
+fn redirects_are_followed_as_aiohttp_follows_them() {
+    let sim = SimProcess::start(&["--preset", "fast"]);
+    let case = small_case("3");
+    // 307 and 308 keep the method and the body: every request completes at the sim.
+    for status in ["307 Temporary Redirect", "308 Permanent Redirect"] {
+        let to = format!("{}/v1/completions", sim.url);
+        let r = bench(&redirecting(status, to.clone()), &case, &[]);
+        assert_eq!(r.code, Some(0), "{status}: {}", r.stderr);
+        let res = r.result.as_ref().unwrap();
+        assert_eq!(res["completed"], 4, "{status}");
+        assert_eq!(
+            res["total_output_tokens"], 12,
+            "the body reached the server: {status}"
+        );
+        assert_eq!(r.b()["route"]["redirected_to"], to);
+        assert!(r.stderr.contains("redirected the requests"), "{}", r.stderr);
+    }
+    // 302 on a POST: failed, naming where it pointed.
+    let r = bench(
+        &redirecting(
+            "302 Found",
+            "http://elsewhere.invalid/v1/completions".into(),
+        ),
+        &case,
+        &[],
+    );
+    assert_eq!(r.code, Some(1));
+    assert_eq!(r.b()["errors_by_kind"]["http_302"], 4);
+    let msg = r.b()["first_errors"]["http_302"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("http://elsewhere.invalid/v1/completions"),
+        "{msg}"
+    );
+    // A redirect to itself ends after ten hops.
+    let me = Arc::new(Mutex::new(String::new()));
+    let to = me.clone();
+    let (looped, _) = scripted(move |_, s, _| {
+        if read_request(s).is_some() {
+            let l = to.lock().unwrap().clone();
+            let _ = write!(
+                s,
+                "HTTP/1.1 307 Temporary Redirect\r\nlocation: {l}/v1/completions\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
+    });
+    *me.lock().unwrap() = looped.clone();
+    let r = bench(&looped, &case, &[]);
+    assert_eq!(
+        r.b()["errors_by_kind"]["too_many_redirects"],
+        4,
+        "{}",
+        r.b()["errors_by_kind"]
+    );
+}
+
+/// A server streaming `events` compressed as `encoding` (each flushed on its own).
+fn compressed(encoding: &'static str, events: Vec<String>) -> String {
+    scripted(move |_, s, _| {
+        if read_request(s).is_none() {
+            return;
+        }
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: {encoding}\r\nconnection: close\r\n\r\n"
+        );
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        for e in &events {
+            gz.write_all(e.as_bytes()).unwrap();
+            gz.flush().unwrap();
+            let _ = s.write_all(&std::mem::take(gz.get_mut()));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = s.write_all(&gz.finish().unwrap());
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    })
+    .0
+}
+
+#[test]
+fn compressed_streams_are_decoded_or_refused_by_name() {
+    let mut events: Vec<String> = (0..3).map(|_| token(" a")).collect();
+    events.push(format!("{}data: [DONE]\n\n", usage(4, 3)));
+    let r = bench(&compressed("gzip", events.clone()), &small_case("3"), &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let res = r.result.as_ref().unwrap();
+    assert_eq!(
+        (
+            res["completed"].as_u64(),
+            res["total_output_tokens"].as_u64()
+        ),
+        (Some(4), Some(12))
+    );
+    assert_eq!(
+        res["itls"][0].as_array().unwrap().len(),
+        2,
+        "three token events, one per read"
+    );
+    let r = bench(&compressed("br", events), &small_case("3"), &[]);
+    assert_eq!(r.b()["errors_by_kind"]["unsupported_encoding"], 4);
+    let msg = r.b()["first_errors"]["unsupported_encoding"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("Content-Encoding: br"), "{msg}");
+}
+
+// ------------------------------------------------------------------------ TLS
+
+#[test]
+fn a_private_ca_is_named_by_ca_cert_and_a_certificate_error_says_what_to_set() {
+    let sim = SimProcess::start(&["--preset", "fast"]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (front, pem) = rt.block_on(crate::support::tls_front(
+        sim.url.trim_start_matches("http://").parse().unwrap(),
+    ));
+    let dir = tempdir("ca");
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, pem).unwrap();
+    let https = format!("https://127.0.0.1:{}", front.port());
+    let case = small_case("3");
+    let r = bench(&https, &case, &[]);
+    assert_ne!(r.code, Some(0));
+    for word in ["ca_cert", "insecure", "SSL_CERT_FILE", "certificate"] {
+        assert!(
+            r.stderr.contains(word),
+            "the hint names {word}:\n{}",
+            r.stderr
+        );
+    }
+    let mut with_ca = case.clone();
+    with_ca.extend(["--ca-cert", ca.to_str().unwrap()]);
+    let r = bench(&https, &with_ca, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.result.as_ref().unwrap()["completed"], 4);
+    // SSL_CERT_FILE, as OpenSSL (and so vLLM's client) reads it.
+    let r = bench(&https, &case, &[("SSL_CERT_FILE", ca.to_str().unwrap())]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // The plan keys, in `run`.
+    let plan = dir.join("tls.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "[services.private]\nbase_url = \"{https}\"\nmodel = \"benchplan-sim\"\ntokenizer = \"{}\"\nca_cert = \"{}\"\n[services.selfsigned]\nbase_url = \"{https}\"\nmodel = \"benchplan-sim\"\ntokenizer = \"{}\"\ninsecure = true\n[defaults]\nnum_prompts = 2\ndataset = {{ name = \"random\", input_len = 4, output_len = 3 }}\n[execution]\nresults_dir = \"{}\"\n",
+            repo().join("tests/fixtures/tokenizer").display(),
+            ca.display(),
+            repo().join("tests/fixtures/tokenizer").display(),
+            dir.join("results").display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(binary())
+        .arg("run")
+        .arg(&plan)
+        .arg("--quiet")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// -------------------------------------------------------------------- waits
+
+#[test]
+fn a_server_that_never_answers_is_an_idle_timeout_and_bench_says_what_it_waits_for() {
+    // Reads the request and never sends a head.
+    let (silent, _) = scripted(|_, s, _| {
+        if read_request(s).is_some() {
+            std::thread::sleep(Duration::from_secs(30));
+        }
+    });
+    let args = [
+        "--num-prompts",
+        "4",
+        "--max-concurrency",
+        "4",
+        "--random-input-len",
+        "4",
+        "--random-output-len",
+        "3",
+        "--no-smoke",
+        "--stream-idle-timeout",
+        "1",
+    ];
+    let t = Instant::now();
+    let r = bench(&silent, &args, &[]);
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    assert_eq!(
+        r.b()["errors_by_kind"]["idle_timeout"],
+        4,
+        "{}",
+        r.b()["errors_by_kind"]
+    );
+    let msg = r.b()["first_errors"]["idle_timeout"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("no response head"), "{msg}");
+
+    // A smoke request answered after 6 s: bench says what it is waiting for meanwhile.
+    let writes = vec![
+        token(" a"),
+        token(" b"),
+        token(" c"),
+        format!("{}data: [DONE]\n\n", usage(4, 3)),
+    ];
+    let slow = scripted(move |i, s, _| {
+        if read_request(s).is_none() {
+            return;
+        }
+        if i == 0 {
+            std::thread::sleep(Duration::from_secs(6));
+        }
+        let _ = s.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+        );
+        for w in &writes {
+            let _ = s.write_all(w.as_bytes());
+        }
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    })
+    .0;
+    let r = bench(
+        &slow,
+        &[
+            "--num-prompts",
+            "1",
+            "--random-input-len",
+            "4",
+            "--random-output-len",
+            "3",
+            "--ignore-eos",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("waiting for the smoke request to"),
+        "{}",
+        r.stderr
+    );
 }

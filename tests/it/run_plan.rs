@@ -122,8 +122,9 @@ fn a_plan_runs_into_the_results_tree() {
             && report.contains("## Recommendation")
             && report.contains("## Reproduce")
     );
-    // Each of the four cases: its two SLOs and the success-rate floor.
-    assert_eq!(report.matches("| pass |").count(), 12);
+    // Each of the four cases: its two SLOs, the success-rate floor and (ignore_eos is
+    // on for the random dataset) the output-ratio floor.
+    assert_eq!(report.matches("| pass |").count(), 16);
     assert_eq!(
         stdout(&out).trim(),
         report.trim(),
@@ -594,8 +595,8 @@ fn junit_repeats_parallel_and_report_rerendering() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert_eq!(
         xml.matches("<testcase ").count(),
-        12,
-        "4 cases x (2 SLOs and the success-rate floor): {xml}"
+        16,
+        "4 cases x (2 SLOs, the success-rate floor and the output-ratio floor): {xml}"
     );
     assert!(
         xml.contains("failures=\"2\"")

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod commands;
 pub mod dataset;
 pub mod diag;
+pub mod escape;
 pub mod executor;
 pub mod exit;
 pub mod fuzz;

@@ -185,7 +185,9 @@ pub fn truncate_chars(s: &mut String, n: usize) {
 pub(super) fn fail(o: &mut Sample, kind: &str, message: impl Into<String>) {
     o.success = false;
     if o.error.is_none() {
-        let mut message: String = message.into();
+        // A server's words: no control character reaches a result, a report or the
+        // terminal (ESC, OSC-8 and NUL are kept visible as escapes).
+        let mut message = crate::escape::console(&message.into());
         truncate_chars(&mut message, MESSAGE_CHARS);
         o.error = Some(RequestError {
             kind: kind.to_string(),

@@ -4,6 +4,21 @@
 
 use std::time::{Duration, Instant};
 
+/// `println!` for what a server said: every line with its control characters shown
+/// as escapes (a model id or an error body cannot clear the screen or hide text).
+macro_rules! say {
+    ($($t:tt)*) => {
+        println!(
+            "{}",
+            format!($($t)*)
+                .split('\n')
+                .map(crate::escape::console)
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    };
+}
+
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
@@ -44,7 +59,7 @@ pub async fn check_model(r: &Resolved, svc: &Service) -> Result<(), String> {
     } else {
         Err(format!(
             "the plan says model `{model}`, but {url} serves {}; fix `model` in the plan or point base_url at the right server",
-            ids.join(", ")
+            crate::escape::console(&ids.join(", "))
         ))
     }
 }
@@ -225,8 +240,8 @@ pub fn run(args: ProbeArgs) -> Exit {
                 return Exit::Runtime;
             }
         };
-        println!("probe {base}");
-        println!(
+        say!("probe {base}");
+        say!(
             "{:<12}/health {}, /health/ready {}",
             "health:",
             status(&client, &format!("{base}/health"), &headers).await,
@@ -249,11 +264,11 @@ pub fn run(args: ProbeArgs) -> Exit {
                 } else {
                     ""
                 };
-                println!("{:<12}/v1/models answered HTTP {code}{hint}", "models:");
+                say!("{:<12}/v1/models answered HTTP {code}{hint}", "models:");
                 Value::Null
             }
             Err(e) => {
-                println!(
+                say!(
                     "{:<12}/v1/models unreachable: {}",
                     "models:",
                     crate::client::http::describe(&e)
@@ -264,18 +279,18 @@ pub fn run(args: ProbeArgs) -> Exit {
         match models["data"].as_array() {
             Some(list) if !list.is_empty() => {
                 for m in list {
-                    println!(
+                    say!(
                         "{:<12}{} (root {}, max_model_len {})",
                         "model:",
-                        m["id"].as_str().unwrap_or("?"),
-                        m["root"].as_str().unwrap_or("-"),
+                        crate::escape::console(m["id"].as_str().unwrap_or("?")),
+                        crate::escape::console(m["root"].as_str().unwrap_or("-")),
                         m["max_model_len"]
                             .as_u64()
                             .map_or("-".to_string(), |n| n.to_string())
                     );
                 }
             }
-            _ => println!("{:<12}/v1/models did not answer with a list", "models:"),
+            _ => say!("{:<12}/v1/models did not answer with a list", "models:"),
         }
         if let Ok(r) = client
             .get(format!("{base}/version"))
@@ -285,14 +300,14 @@ pub fn run(args: ProbeArgs) -> Exit {
             .await
         {
             if r.status().is_success() {
-                println!(
+                say!(
                     "{:<12}{}",
                     "version:",
-                    r.text().await.unwrap_or_default().trim()
+                    crate::escape::console(r.text().await.unwrap_or_default().trim())
                 );
             }
         }
-        println!(
+        say!(
             "{:<12}{}",
             "metrics:",
             metrics_line(&client, &base, &headers).await
@@ -302,12 +317,12 @@ pub fn run(args: ProbeArgs) -> Exit {
             None => match discover_model(&client, &base, &headers).await {
                 Ok(found) => found,
                 Err(_) => {
-                    println!("{:<12}no model known: give --model", "smoke:");
+                    say!("{:<12}no model known: give --model", "smoke:");
                     return Exit::Runtime;
                 }
             },
         };
-        println!(
+        say!(
             "{:<12}{}",
             "tokenizer:",
             tokenizer_line(&client, &base, &headers, &model, &root).await
@@ -366,7 +381,7 @@ pub fn run(args: ProbeArgs) -> Exit {
                 o.error
                     .map_or_else(|| "failed".into(), |e| format!("{}: {}", e.kind, e.message))
             };
-            println!("{:<12}{} {}", "endpoint:", b.default_endpoint(), line);
+            say!("{:<12}{} {}", "endpoint:", b.default_endpoint(), line);
         }
         if any_ok { Exit::Ok } else { Exit::Runtime }
     })

@@ -298,7 +298,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         runtime_error |=
             matches!(o.status, Status::Failed | Status::TimedOut) || !o.problems.is_empty();
         for p in &o.problems {
-            eprintln!("error: case {}: {p}", case.id);
+            eprintln!("error: case {}: {}", case.id, crate::escape::console(p));
         }
         let mut view = case_view(
             &case.id,
@@ -309,7 +309,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         );
         view.axes = axis_values(case.assignments.iter().map(|a| (&*a.key, &a.value)));
         for w in &view.warnings {
-            eprintln!("warning: case {}: {w}", case.id);
+            eprintln!("warning: case {}: {}", case.id, crate::escape::console(w));
         }
         views.push(view);
         rows.push(Row {

@@ -29,6 +29,12 @@ fn hms(secs: f64) -> String {
 /// Prints a progress line (unless quiet) and appends it to
 /// bench_results/logs/<run folder>.log.
 pub fn log(dir: &Path, line: &str, quiet: bool) {
+    // A case's line may carry a server's error text: no control character goes out.
+    let line = &line
+        .split('\n')
+        .map(crate::escape::console)
+        .collect::<Vec<_>>()
+        .join("\n");
     if !quiet {
         eprintln!("{line}");
     }

@@ -77,8 +77,9 @@ pub async fn prepare(planned: &Planned, pending: &[&Case]) -> Services {
             }
             Err(e) => {
                 eprintln!(
-                    "error: service `{}` is unavailable, its cases fail: {e}",
-                    case.service
+                    "error: service `{}` is unavailable, its cases fail: {}",
+                    case.service,
+                    crate::escape::console(&e)
                 );
                 Err(e)
             }
@@ -110,7 +111,8 @@ pub async fn metrics_source(
         }
         Err(e) => {
             eprintln!(
-                "note: service `{name}`: no server metrics ({e}); its cases run without them"
+                "note: service `{name}`: no server metrics ({}); its cases run without them",
+                crate::escape::console(&e.to_string())
             );
             None
         }

@@ -33,7 +33,10 @@ pub fn summary_csv(rows: &[Row]) -> Result<String, String> {
                     }
                     if let Some(Value::Object(e)) = b.get("errors_by_kind") {
                         for (k, v) in e {
-                            m.insert(format!("errors_{k}"), v.to_string());
+                            m.insert(
+                                crate::escape::csv_cell(&format!("errors_{k}")),
+                                v.to_string(),
+                            );
                         }
                     }
                 }
@@ -56,7 +59,11 @@ pub fn summary_csv(rows: &[Row]) -> Result<String, String> {
     header.extend(columns.iter().cloned());
     w.write_record(&header).map_err(|e| e.to_string())?;
     for (row, m) in rows.iter().zip(&flat) {
-        let mut rec = vec![row.id.clone(), row.service.clone(), row.status.clone()];
+        let mut rec = vec![
+            crate::escape::csv_cell(&row.id),
+            crate::escape::csv_cell(&row.service),
+            crate::escape::csv_cell(&row.status),
+        ];
         rec.extend(
             columns
                 .iter()
@@ -70,7 +77,8 @@ pub fn summary_csv(rows: &[Row]) -> Result<String, String> {
 fn cell(v: &Value) -> Option<String> {
     match v {
         Value::Number(n) => Some(n.to_string()),
-        Value::String(s) => Some(s.clone()),
+        // A server's text (an error, a model id) as a spreadsheet shows text.
+        Value::String(s) => Some(crate::escape::csv_cell(s)),
         Value::Bool(b) => Some(b.to_string()),
         Value::Null => Some(String::new()),
         _ => None,

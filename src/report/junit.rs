@@ -4,11 +4,10 @@
 
 use super::view::ReportView;
 
+/// Every string as XML 1.0 allows it (a server's error may hold control bytes, which
+/// XML forbids even as references: a CI system would reject the whole file).
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    crate::escape::xml(s)
 }
 
 pub fn junit_xml(r: &ReportView) -> String {

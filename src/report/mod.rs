@@ -17,8 +17,14 @@ pub const REPORT_HTML: &str = include_str!("../../templates/report.html.j2");
 /// The built-in report of SLO searches.
 pub const OPTIMIZE_MD: &str = include_str!("../../templates/optimize.md.j2");
 
-/// Renders a template over a value it sees as `r` (the report view model, or the
-/// searches' reports). Errors name the template, the line and the problem.
+/// The auto-escape mode of markdown templates (see [`render`]).
+const MARKDOWN: minijinja::AutoEscape = minijinja::AutoEscape::Custom("markdown");
+
+/// Renders a markdown template over a value it sees as `r` (the report view model, or
+/// the searches' reports). Every value a template prints is escaped for markdown
+/// (`escape::markdown`: a server's model id or error cannot add HTML, an image, a
+/// heading or a table cell), whatever the template; `| safe` prints a value as it is.
+/// Errors name the template, the line and the problem.
 pub fn render<T: serde::Serialize>(
     template_name: &str,
     source: &str,
@@ -27,6 +33,17 @@ pub fn render<T: serde::Serialize>(
     let mut env = Environment::new();
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
+    env.set_auto_escape_callback(|_| MARKDOWN);
+    env.set_formatter(|out, state, value| {
+        if state.auto_escape() != MARKDOWN || value.is_safe() || value.is_undefined() {
+            return minijinja::escape_formatter(out, state, value);
+        }
+        let text = match value.as_str() {
+            Some(s) => crate::escape::markdown(s),
+            None => crate::escape::markdown(&value.to_string()),
+        };
+        out.write_str(&text).map_err(minijinja::Error::from)
+    });
     env.add_filter("num", num);
     env.add_template(template_name, source)
         .map_err(|e| describe(&e))?;
@@ -69,11 +86,12 @@ fn describe(e: &minijinja::Error) -> String {
     s
 }
 
-/// `{{ x | num }}`: two decimals, `-` for none.
-fn num(v: minijinja::Value) -> String {
+/// `{{ x | num }}`: two decimals, `-` for none (a number needs no escaping; anything
+/// else is passed on to be escaped).
+fn num(v: minijinja::Value) -> minijinja::Value {
     match f64::try_from(v.clone()) {
-        Ok(x) if x.is_finite() => format!("{x:.2}"),
-        _ if v.is_none() || v.is_undefined() => "-".to_string(),
-        _ => v.to_string(),
+        Ok(x) if x.is_finite() => minijinja::Value::from_safe_string(format!("{x:.2}")),
+        _ if v.is_none() || v.is_undefined() => minijinja::Value::from_safe_string("-".into()),
+        _ => minijinja::Value::from(v.to_string()),
     }
 }

@@ -340,7 +340,12 @@ pub fn vllm_file_name(h: &Header, p: &CaseParams) -> String {
         .label
         .clone()
         .unwrap_or_else(|| p.backend().name().to_string());
-    let model = h.model_id.rsplit('/').next().unwrap_or(&h.model_id);
+    // The server names its model (`/v1/models`): a printable, bounded part of a file
+    // name (vLLM's own name, for the ordinary model ids that are already that).
+    let model = crate::escape::file_name(
+        h.model_id.rsplit('/').next().unwrap_or(&h.model_id),
+        crate::escape::FILE_NAME_MAX,
+    );
     let conc = p
         .max_concurrency
         .map_or_else(String::new, |c| format!("-concurrency{c}"));

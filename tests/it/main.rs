@@ -11,6 +11,7 @@ mod faults;
 mod field;
 mod golden;
 mod guards;
+mod hostile;
 mod loadgen;
 mod multi_turn;
 mod native_http;

@@ -27,7 +27,11 @@ use crate::results::write::{append_json_line, write_atomic};
 
 /// `bench_{model_short}_{dataset}_{backend}_{YYYYMMDD_HHMMSS}.json` in bench_results/single/.
 fn single_name(h: &Header, p: &CaseParams, started: SystemTime) -> String {
-    let model = h.model_id.rsplit('/').next().unwrap_or(&h.model_id);
+    // The server names its model: a printable, bounded part of a file name.
+    let model = crate::escape::file_name(
+        h.model_id.rsplit('/').next().unwrap_or(&h.model_id),
+        crate::escape::FILE_NAME_MAX,
+    );
     format!(
         "bench_{model}_{}_{}_{}.json",
         p.dataset.name(),
@@ -126,7 +130,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", crate::escape::console(&e));
                 return Exit::Runtime.into();
             }
         };
@@ -157,13 +161,13 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         let result: CaseResult = match execute(&resolved, &service, &case.params, &opts).await {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", crate::escape::console(&e));
                 return Exit::Runtime.into();
             }
         };
         print_summary(&result.summary, result.multi_turn.as_ref(), &case.params);
         for w in result.warnings() {
-            eprintln!("warning: {w}");
+            eprintln!("warning: {}", crate::escape::console(&w));
         }
         // The output-ratio floor (a server that cuts answers short must not pass).
         let floor_missed: Vec<String> = planned
@@ -218,7 +222,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         }
         let problems = result.problems();
         for p in &problems {
-            eprintln!("error: {p}");
+            eprintln!("error: {}", crate::escape::console(p));
         }
         let exit = if result.run.interrupted && !result.run.timed_out {
             let a = &result.run.accounting;

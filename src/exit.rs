@@ -19,6 +19,10 @@ pub enum Exit {
     Regression = 4,
     /// Stopped by Ctrl-C (SIGINT); what finished was saved (128 + SIGINT, as shells report it).
     Interrupted = 130,
+    /// Stopped by SIGTERM (Kubernetes, `docker stop`), handled as SIGINT (128 + 15).
+    Terminated = 143,
+    /// Stopped by SIGHUP (a closed terminal), handled as SIGINT (128 + 1).
+    HungUp = 129,
 }
 
 impl Exit {
@@ -37,7 +41,8 @@ impl Exit {
             Exit::Regression => 1,
             Exit::SloViolated => 2,
             Exit::Runtime => 3,
-            Exit::Interrupted => 4,
+            // Whichever signal stopped the run first decides (see `worst`).
+            Exit::Interrupted | Exit::Terminated | Exit::HungUp => 4,
             Exit::BadPlan => 5,
         }
     }
@@ -69,8 +74,12 @@ mod tests {
             Exit::SloViolated,
             Exit::Regression,
             Exit::Interrupted,
+            Exit::Terminated,
+            Exit::HungUp,
         ];
-        assert_eq!(all.map(Exit::code), [0, 1, 2, 3, 4, 130]);
+        assert_eq!(all.map(Exit::code), [0, 1, 2, 3, 4, 130, 143, 129]);
+        assert_eq!(Exit::Terminated.worst(Exit::Runtime), Exit::Terminated);
+        assert_eq!(Exit::Terminated.worst(Exit::Interrupted), Exit::Terminated);
         assert_eq!(Exit::Regression.worst(Exit::SloViolated), Exit::SloViolated);
         assert_eq!(Exit::SloViolated.worst(Exit::Regression), Exit::SloViolated);
         assert_eq!(Exit::Runtime.worst(Exit::SloViolated), Exit::Runtime);

@@ -27,6 +27,7 @@ pub mod report;
 pub mod results;
 pub mod rng;
 pub mod servermetrics;
+pub mod signals;
 pub mod sim;
 pub mod slo;
 pub mod timefmt;

@@ -204,6 +204,15 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
             ));
         }
     }
+    // A shard a run is still writing is not finished: merging it would lose cases.
+    for s in &shards {
+        if let Some(pid) = crate::results::lock::holder(&s.dir) {
+            return Err(format!(
+                "{} is in use by benchplan (pid {pid}): merge it once that run has ended",
+                s.dir.display()
+            ));
+        }
+    }
     let first = &shards[0];
     let hash = first.manifest["plan_hash"]
         .as_str()

@@ -52,6 +52,9 @@ pub struct CaseOutcome {
     pub error: Option<String>,
     pub status: Status,
     pub problems: Vec<String>,
+    /// Its result could not be written (a full disk, a read-only folder): the run
+    /// sends no more traffic, since what it measured would be lost too.
+    pub write_failed: bool,
 }
 
 impl CaseOutcome {
@@ -61,6 +64,15 @@ impl CaseOutcome {
             error: Some(error.into()),
             status: Status::Failed,
             problems: Vec::new(),
+            write_failed: false,
+        }
+    }
+
+    /// A case measured whose result could not be written.
+    fn unwritten(path: &std::path::Path, e: std::io::Error) -> CaseOutcome {
+        CaseOutcome {
+            write_failed: true,
+            ..CaseOutcome::failed(format!("cannot write {}: {e}", path.display()))
         }
     }
 
@@ -77,6 +89,7 @@ impl CaseOutcome {
             error: None,
             status: Status::Ok,
             problems: Vec::new(),
+            write_failed: false,
         }
     }
 }
@@ -166,7 +179,7 @@ pub async fn run_case(
         if rep_files {
             let path = dir.join(format!("{}.rep{rep}.json", case.id));
             if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {
-                return CaseOutcome::failed(format!("cannot write {}: {e}", path.display()));
+                return CaseOutcome::unwritten(&path, e);
             }
         }
         results.push(result);
@@ -200,7 +213,7 @@ pub async fn run_case(
     };
     let path = dir.join(format!("{}.json", case.id));
     if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {
-        return CaseOutcome::failed(format!("cannot write {}: {e}", path.display()));
+        return CaseOutcome::unwritten(&path, e);
     }
     let (status, error) = match ended {
         Some((s, e)) => (s, Some(e)),
@@ -211,5 +224,6 @@ pub async fn run_case(
         error,
         status,
         problems,
+        write_failed: false,
     }
 }

@@ -27,6 +27,7 @@ use crate::report::csv::Row;
 use crate::report::view::{
     ReportView, ServiceView, axis_values, case_view, recommend, recommend_groups,
 };
+use crate::results::lock::FolderLock;
 use crate::results::write::write_atomic;
 use crate::timefmt;
 use case::Status;
@@ -87,6 +88,10 @@ pub fn plan_hash(planned: &Planned) -> String {
 pub struct RunControl {
     run: Stop,
     cases: Mutex<Vec<Stop>>,
+    /// The signal that stopped the run first (it decides the exit code).
+    by: Mutex<Option<crate::signals::StopSignal>>,
+    /// A result could not be written: no more traffic (see [`RunControl::halt`]).
+    halted: std::sync::atomic::AtomicBool,
 }
 
 impl RunControl {
@@ -104,6 +109,39 @@ impl RunControl {
 
     pub fn interrupted(&self) -> bool {
         self.run.draining()
+    }
+
+    /// No new case starts: interrupted, or halted.
+    pub fn stopping(&self) -> bool {
+        self.interrupted() || self.halted()
+    }
+
+    pub fn halted(&self) -> bool {
+        self.halted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A result could not be written (a full disk, a read-only folder): the running
+    /// cases stop sending, keep what finishes, and no new case starts. Not a signal:
+    /// the exit code is a runtime error's.
+    pub fn halt(&self) {
+        self.halted.store(true, std::sync::atomic::Ordering::SeqCst);
+        for c in self.cases.lock().expect("stop list").iter() {
+            c.drain();
+        }
+    }
+
+    /// The exit code of a run this stopped: 128 + the first signal (130 for Ctrl-C).
+    pub fn interrupt_exit(&self) -> Exit {
+        self.by
+            .lock()
+            .expect("signal")
+            .map_or(Exit::Interrupted, crate::signals::StopSignal::exit)
+    }
+
+    /// A stop signal arrived: drain (the first time) or abort (the next).
+    pub fn signalled(&self, s: crate::signals::StopSignal) {
+        self.by.lock().expect("signal").get_or_insert(s);
+        self.interrupt();
     }
 
     /// Ctrl-C: drain (the first time) or abort (the second).
@@ -132,19 +170,38 @@ fn run_folder(
     planned: &Planned,
     settings: &RunSettings,
     started: SystemTime,
-) -> Result<(PathBuf, resume::Finished), Exit> {
+) -> Result<(PathBuf, resume::Finished, FolderLock), Exit> {
     let hash = plan_hash(planned);
+    let lock = |d: &Path| match crate::results::lock::acquire(d) {
+        Ok((l, note)) => {
+            if let Some(n) = note {
+                eprintln!("note: {n}");
+            }
+            Ok(l)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            // In use by another run: a usage conflict, nothing sent. Anything else is
+            // the folder itself (read-only, missing).
+            Err(if e.contains("is in use") {
+                Exit::BadPlan
+            } else {
+                Exit::Runtime
+            })
+        }
+    };
     if let Some(d) = &settings.resume {
         let ids: Vec<&str> = planned.cases.iter().map(|c| c.id.as_str()).collect();
         return match resume::finished_cases(d, &hash, &ids) {
             Ok(found) => {
+                let held = lock(d)?;
                 eprintln!(
                     "resuming {}: {} of {} cases already finished",
                     d.display(),
                     found.len(),
                     planned.cases.len()
                 );
-                Ok((d.clone(), found))
+                Ok((d.clone(), found, held))
             }
             Err(e) => {
                 eprintln!("error: cannot resume {}: {e}", d.display());
@@ -157,7 +214,10 @@ fn run_folder(
         .clone()
         .unwrap_or_else(|| planned.plan.execution.results_dir.clone());
     match folder::new_run_dir(&base.join("batch"), started) {
-        Ok(d) => Ok((d, resume::Finished::new())),
+        Ok(d) => {
+            let held = lock(&d)?;
+            Ok((d, resume::Finished::new(), held))
+        }
         Err(e) => {
             eprintln!(
                 "error: cannot create a run folder under {}: {e}",
@@ -171,7 +231,8 @@ fn run_folder(
 async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     let plan = &planned.plan;
     let started = SystemTime::now();
-    let (dir, done) = match run_folder(planned, settings, started) {
+    // The lock is held until the run ends (see `results::lock`).
+    let (dir, done, _lock) = match run_folder(planned, settings, started) {
         Ok(x) => x,
         Err(code) => return code,
     };
@@ -180,12 +241,15 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     let ctl = Arc::new(RunControl::default());
     {
         let ctl = ctl.clone();
+        let mut signals = crate::signals::Signals::listen();
         tokio::spawn(async move {
-            while tokio::signal::ctrl_c().await.is_ok() {
+            loop {
+                let s = signals.next().await;
                 eprintln!(
-                    "\ninterrupted: no new case starts; the running ones stop sending and keep what finishes (Ctrl-C again to abandon it)"
+                    "\n{}: no new case starts; the running ones stop sending and keep what finishes (a second signal abandons it)",
+                    s.name()
                 );
-                ctl.interrupt();
+                ctl.signalled(s);
             }
         });
     }
@@ -366,16 +430,22 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
             );
         }
     }
-    let code = write_reports(&dir, &report, &rows, settings, &planned.source.dir);
-    if code != Exit::Ok {
-        return code;
+    let reports = write_reports(&dir, &report, &rows, settings, &planned.source.dir);
+    if reports == Exit::BadPlan {
+        return reports;
     }
+    // JUnit whatever happened to the other outputs: a CI job reads it on its own.
+    let mut junit_failed = false;
     if let Some(path) = &settings.junit {
         if let Err(e) = write_atomic(path, crate::report::junit::junit_xml(&report).as_bytes()) {
             eprintln!("error: cannot write {}: {e}", path.display());
-            return Exit::Runtime;
+            junit_failed = true;
         }
     }
+    if ctl.halted() {
+        eprintln!("error: the run stopped early: a case's result could not be written");
+    }
+    let write_error = reports != Exit::Ok || junit_failed || ctl.halted();
     // The newest run, for `baseline = "bench_results/batch/latest"`.
     let latest = dir.parent().map(|p| p.join("latest"));
     if let (Some(latest), Some(name)) = (latest, dir.file_name()) {
@@ -393,11 +463,11 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     if slo_failures > 0 {
         code = code.worst(Exit::SloViolated);
     }
-    if runtime_error {
+    if runtime_error || write_error {
         code = code.worst(Exit::Runtime);
     }
     if ctl.interrupted() {
-        code = code.worst(Exit::Interrupted);
+        code = code.worst(ctl.interrupt_exit());
     }
     // Both verdicts in one line, whichever decides the exit code.
     eprintln!(
@@ -522,6 +592,9 @@ pub fn write_reports(
         }
     };
     let prom = crate::report::openmetrics::openmetrics(rows, &report.cases);
+    // Every output is tried, whatever failed before it (a full disk may still take a
+    // small file), and each one that could not be written is named.
+    let mut unwritten = Vec::new();
     for (file, bytes) in [
         ("report.md", md.as_bytes()),
         ("report.html", html.as_bytes()),
@@ -529,8 +602,8 @@ pub fn write_reports(
         ("metrics.prom", prom.as_bytes()),
     ] {
         if let Err(e) = write_atomic(&dir.join(file), bytes) {
-            eprintln!("error: cannot write {file}: {e}");
-            return Exit::Runtime;
+            eprintln!("error: cannot write {}: {e}", dir.join(file).display());
+            unwritten.push(file.to_string());
         }
     }
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
@@ -539,7 +612,16 @@ pub fn write_reports(
             eprintln!("warning: cannot append to $GITHUB_STEP_SUMMARY: {e}");
         }
     }
-    // A closed pipe (`| head`) ends the printing, not the run: the files are written.
+    // The report reaches stdout even when no file could hold it. A closed pipe
+    // (`| head`) ends the printing, not the run.
     let _ = writeln!(std::io::stdout().lock(), "{md}");
-    Exit::Ok
+    if unwritten.is_empty() {
+        Exit::Ok
+    } else {
+        eprintln!(
+            "error: not written: {} (the report above is on stdout)",
+            unwritten.join(", ")
+        );
+        Exit::Runtime
+    }
 }

@@ -26,6 +26,18 @@ fn hms(secs: f64) -> String {
     }
 }
 
+/// A case's result could not be written: say which and why (even when quiet), and
+/// stop the traffic.
+fn stop_for_disk(o: &CaseOutcome, ctl: &super::RunControl) {
+    eprintln!(
+        "stopping: {}; no more traffic is sent (what it measured would be lost)",
+        o.error
+            .as_deref()
+            .unwrap_or("a result could not be written")
+    );
+    ctl.halt();
+}
+
 /// Prints a progress line (unless quiet) and appends it to
 /// bench_results/logs/<run folder>.log.
 pub fn log(dir: &Path, line: &str, quiet: bool) {
@@ -149,7 +161,7 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome>
     if ex.parallel <= 1 {
         for (n, &i) in runnable.iter().enumerate() {
             let case = &planned.cases[i];
-            if ctl.interrupted() {
+            if ctl.stopping() {
                 break;
             }
             if n > 0 && !ex.cooldown.0.is_zero() {
@@ -169,6 +181,9 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome>
             }
             record(manifest, i, &case.id, &case.service, &o, dir);
             let failed = matches!(o.status, Status::Failed | Status::TimedOut);
+            if o.write_failed {
+                stop_for_disk(&o, ctl);
+            }
             out[i] = Some(o);
             if failed && !ex.continue_on_error {
                 eprintln!("stopping: continue_on_error is off");
@@ -189,7 +204,7 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome>
         let mut stop = false;
         while !pending.is_empty() || !set.is_empty() {
             // Start what may start: a free slot and, unless allowed, a free service.
-            while !stop && !ctl.interrupted() && set.len() < ex.parallel as usize {
+            while !stop && !ctl.stopping() && set.len() < ex.parallel as usize {
                 let Some(pos) = pending.iter().position(|&i| {
                     ex.allow_shared_service || !busy.contains(&planned.cases[i].service)
                 }) else {
@@ -252,8 +267,11 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome>
                     matches!(o.status, Status::Failed | Status::TimedOut) && !ex.continue_on_error;
             }
             record(manifest, i, &case.id, &case.service, &o, dir);
+            if o.write_failed && !ctl.halted() {
+                stop_for_disk(&o, ctl);
+            }
             out[i] = Some(o);
-            if (stop || ctl.interrupted()) && set.is_empty() {
+            if (stop || ctl.stopping()) && set.is_empty() {
                 break;
             }
         }
@@ -261,7 +279,9 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome>
     out.into_iter()
         .map(|o| {
             o.unwrap_or_else(|| {
-                CaseOutcome::not_run(if ctl.interrupted() {
+                CaseOutcome::not_run(if ctl.halted() {
+                    "not run: an earlier result could not be written"
+                } else if ctl.interrupted() {
                     "not run: the run was interrupted"
                 } else {
                     "not run: an earlier case failed and continue_on_error is off"

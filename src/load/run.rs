@@ -73,6 +73,26 @@ impl Default for RunOptions {
     }
 }
 
+/// How many connections to open before the run: what its schedule can have in flight.
+/// Under a concurrency cap, the cap; at a finite rate, the arrivals of twice a request's
+/// latency (the smoke request's, at least 1 s) with three standard deviations of
+/// Poisson headroom; never more than the requests. One request a second needs a
+/// handful, not one socket per request.
+pub fn prewarm_count(p: &CaseParams, n: usize, latency_s: Option<f64>) -> usize {
+    let cap = p.max_concurrency.map_or(n, |c| (c as usize).min(n));
+    let rate = match p.ramp_up_strategy {
+        Some(_) => p.ramp_up_end_rps.unwrap_or(f64::INFINITY),
+        None => p.request_rate.0,
+    };
+    if !rate.is_finite() || rate <= 0.0 {
+        return cap;
+    }
+    let window = latency_s.unwrap_or(1.0).max(1.0) * 2.0;
+    let mean = rate * window;
+    let k = (mean + 3.0 * mean.sqrt()).ceil() as usize + 1;
+    k.min(cap)
+}
+
 /// A whole request rate a ramp-up reached, and when (vLLM's `rps_change_events`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RpsChange {
@@ -245,12 +265,8 @@ pub async fn run_case(
 
     let n = inputs.len();
     let prewarmed = if opts.prewarm_connections {
-        prewarm(
-            &target,
-            params.max_concurrency.map_or(n, |c| (c as usize).min(n)),
-            opts,
-        )
-        .await?
+        let latency = smoke.as_ref().map(|s| s.latency_ms / 1e3);
+        prewarm(&target, prewarm_count(&params, n, latency), opts).await?
     } else {
         0
     };

@@ -318,13 +318,7 @@ pub fn recommend(cases: &[CaseView], have_slos: bool) -> Result<Recommendation, 
     let best = eligible
         .iter()
         .max_by(|a, b| score(a).total_cmp(&score(b)))
-        .ok_or_else(|| {
-            if have_slos {
-                "no case meets every SLO".to_string()
-            } else {
-                "no case finished".to_string()
-            }
-        })?;
+        .ok_or_else(|| not_recommended(cases))?;
     let what = if best.out_tok_s.is_some() {
         "output throughput"
     } else {
@@ -347,6 +341,43 @@ pub fn recommend(cases: &[CaseView], have_slos: bool) -> Result<Recommendation, 
         case: best.id.clone(),
         reason: format!("highest {what} ({:.2} {unit}) {among}", score(best)),
     })
+}
+
+/// Why no case was recommended, case by case: not measured, below the success-rate or
+/// output-ratio floor, or which SLO it missed.
+fn not_recommended(cases: &[CaseView]) -> String {
+    let why: Vec<String> = cases
+        .iter()
+        .map(|c| {
+            if c.status != "ok" {
+                return format!("{}: not measured ({})", c.id, c.status);
+            }
+            let missed: Vec<String> = c
+                .verdicts
+                .iter()
+                .filter(|v| !v.pass)
+                .map(|v| {
+                    let actual = v
+                        .actual
+                        .map_or("not measured".to_string(), |a| format!("{a:.2}{}", v.unit));
+                    let what = match v.key.as_str() {
+                        crate::planner::check::MIN_SUCCESS_RATE => "below the success-rate floor",
+                        crate::planner::check::MIN_OUTPUT_RATIO => {
+                            "below the output-ratio floor (answers cut short)"
+                        }
+                        _ => "misses",
+                    };
+                    format!("{what} {} ({actual} vs {})", v.key, v.target)
+                })
+                .collect();
+            format!("{}: {}", c.id, missed.join(", "))
+        })
+        .collect();
+    if why.is_empty() {
+        "no case ran".to_string()
+    } else {
+        format!("no case is recommended: {}", why.join("; "))
+    }
 }
 
 /// The axes of a run's cases, in first-seen order (the report's axis columns).

@@ -2,6 +2,7 @@
 //! one result of a case's repeats.
 
 pub mod deviations;
+pub mod lock;
 pub mod repeats;
 pub mod vllm_json;
 pub mod write;

@@ -26,6 +26,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// Whether a file can be written in `dir` (created if missing): a small file is
+/// written there and removed.
+pub fn check_writable(dir: &Path) -> std::io::Result<()> {
+    if !dir.as_os_str().is_empty() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let probe = dir.join(format!(".benchplan-write-check-{}", std::process::id()));
+    let r = std::fs::write(&probe, b"benchplan");
+    let _ = std::fs::remove_file(&probe);
+    r
+}
+
 /// Checks that a name from the user (a label, a result file name) stays inside the
 /// folder it is joined to: relative, no `..` component, no NUL.
 pub fn inside(name: &str, what: &str) -> Result<(), String> {

@@ -618,10 +618,19 @@ fn a_server_killed_mid_case_during_run_is_counted_and_reported() {
 }
 
 #[test]
-fn sigint_mid_run_keeps_the_partial_case_and_writes_the_report() {
-    let dir = std::env::temp_dir().join(format!("benchplan-fault-int-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn a_signal_mid_run_keeps_the_partial_case_and_writes_report_junit_and_summary() {
+    // SIGINT (Ctrl-C), SIGTERM (Kubernetes deleting the pod), SIGHUP: 128 + the signal.
+    for (signal, code) in [
+        (libc::SIGINT, 130),
+        (libc::SIGTERM, 143),
+        (libc::SIGHUP, 129),
+    ] {
+        signal_mid_run(signal, code);
+    }
+}
+
+fn signal_mid_run(signal: i32, code: i32) {
+    let dir = crate::support::tempdir("fault-signal");
     let plan = dir.join("plan.toml");
     std::fs::write(
         &plan,
@@ -631,22 +640,38 @@ fn sigint_mid_run_keeps_the_partial_case_and_writes_the_report() {
          [matrix]\nseed = [1, 2]\n",
     )
     .unwrap();
-    let child = crate::support::spawn_run(&plan, &dir.join("r"));
+    let (junit, summary) = (dir.join("junit.xml"), dir.join("summary.md"));
+    let child = Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .arg("run")
+        .arg(&plan)
+        .arg("--results-dir")
+        .arg(dir.join("r"))
+        .arg("--quiet")
+        .arg("--junit")
+        .arg(&junit)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: sending SIGINT to our own child process.
+    // SAFETY: sending a signal to our own child process.
     unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
+        libc::kill(child.id() as i32, signal);
     }
     let t = Instant::now();
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_eq!(out.status.code(), Some(code), "{err}");
     assert!(
         t.elapsed() < Duration::from_secs(15),
-        "ended {:?} after SIGINT",
+        "ended {:?} after signal {signal}",
         t.elapsed()
     );
+    assert!(junit.is_file(), "junit.xml written");
+    let s = std::fs::read_to_string(&summary).unwrap();
+    assert!(s.contains("interrupted"), "step summary: {s}");
     let batch = crate::support::batch_dir(&dir.join("r"));
     let manifest = crate::support::read_json(&batch.join("manifest.json"));
     assert_eq!(manifest["interrupted"], true);

@@ -511,9 +511,19 @@ async fn the_ready_check_waits_for_a_starting_server_and_warmups_are_not_measure
 }
 
 #[test]
-fn ctrl_c_saves_a_partial_result_marked_interrupted() {
-    let dir = std::env::temp_dir().join(format!("benchplan-int-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+fn sigint_sigterm_and_sighup_save_a_partial_result_marked_interrupted() {
+    // 128 + the signal: 130 for Ctrl-C, 143 for Kubernetes' SIGTERM, 129 for SIGHUP.
+    for (signal, code) in [
+        (libc::SIGINT, 130),
+        (libc::SIGTERM, 143),
+        (libc::SIGHUP, 129),
+    ] {
+        stopped_bench_saves_a_partial_result(signal, code);
+    }
+}
+
+fn stopped_bench_saves_a_partial_result(signal: i32, code: i32) {
+    let dir = crate::support::tempdir("bench-signal");
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
         .args([
             "bench",
@@ -537,17 +547,24 @@ fn ctrl_c_saves_a_partial_result_marked_interrupted() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    // SAFETY: sending SIGINT to our own child process.
+    // SAFETY: sending a signal to our own child process.
     unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
+        libc::kill(child.id() as i32, signal);
     }
+    let t = std::time::Instant::now();
     let out = child.wait_with_output().unwrap();
-    // 130: interrupted (128 + SIGINT), with what finished saved.
+    // Interrupted (128 + the signal), with what finished saved, well within the 30 s
+    // Kubernetes gives a pod after SIGTERM.
     assert_eq!(
         out.status.code(),
-        Some(130),
+        Some(code),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(15),
+        "{:?}",
+        t.elapsed()
     );
     let file = std::fs::read_dir(&dir)
         .unwrap()

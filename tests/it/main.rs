@@ -22,6 +22,7 @@ mod props;
 mod reports;
 mod responses;
 mod run_plan;
+mod safety;
 mod server_metrics;
 mod shards;
 mod sim;

@@ -9,7 +9,7 @@ pub mod refused;
 pub mod sweep;
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
@@ -116,6 +116,32 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
     if args.dry_run {
         return crate::commands::dry_run::print(&planned).into();
     }
+    // The result's folder must take a file before any traffic: a benchmark whose
+    // result cannot be written is lost.
+    if args.save_result || args.append_result || args.save_detailed {
+        let dir = match (&args.result_dir, &args.result_filename) {
+            (None, None) => PathBuf::from("bench_results").join("single"),
+            (dir, name) => {
+                let full = dir
+                    .clone()
+                    .unwrap_or_default()
+                    .join(name.clone().unwrap_or_else(|| "result.json".into()));
+                full.parent().map(PathBuf::from).unwrap_or_default()
+            }
+        };
+        if let Err(e) = crate::results::write::check_writable(&dir) {
+            eprintln!(
+                "error: the result folder {} cannot take a file ({e}); nothing was sent",
+                if dir.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    &dir
+                }
+                .display()
+            );
+            return Exit::Runtime.into();
+        }
+    }
     let service: Service = planned.plan.services["target"].clone();
     // One thread against an external server (as the client benchmark measures it), two
     // workers when the simulator runs in this process.
@@ -145,23 +171,38 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         }
         let stop = opts.stop.clone();
         let grace = opts.grace;
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+        // SIGINT, SIGTERM and SIGHUP alike (see `signals`); the first decides the code.
+        let by = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let mut signals = crate::signals::Signals::listen();
+        {
+            let by = by.clone();
+            tokio::spawn(async move {
+                let s = signals.next().await;
+                *by.lock().expect("signal") = Some(s);
                 eprintln!(
-                    "\ninterrupted: nothing more is sent; requests in flight get {:.0} s (Ctrl-C again to abandon them)",
+                    "\n{}: nothing more is sent; requests in flight get {:.0} s (a second signal abandons them)",
+                    s.name(),
                     grace.as_secs_f64()
                 );
                 stop.drain();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    stop.abort();
-                }
-            }
-        });
+                signals.next().await;
+                stop.abort();
+            });
+        }
+        let stopped_by = move || {
+            by.lock()
+                .expect("signal")
+                .map_or(Exit::Interrupted, crate::signals::StopSignal::exit)
+        };
         let started = SystemTime::now();
         let result: CaseResult = match execute(&resolved, &service, &case.params, &opts).await {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("error: {}", crate::escape::console(&e));
+                // Stopped before the measured run (during the smoke request, say).
+                if opts.stop.draining() {
+                    return stopped_by().into();
+                }
                 return Exit::Runtime.into();
             }
         };
@@ -230,7 +271,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
                 "interrupted: {} completed, {} failed, {} cancelled of {} scheduled; the result holds what finished",
                 a.completed, a.failed, a.cancelled, a.scheduled
             );
-            Exit::Interrupted
+            stopped_by()
         } else if !problems.is_empty() || result.run.timed_out {
             Exit::Runtime
         } else if !floor_missed.is_empty() {

@@ -1,0 +1,383 @@
+//! Results are never lost or shared: one run at a time in a run folder (a lock naming
+//! its holder), a result that cannot be written stops the traffic instead of throwing
+//! measurements away, every output that failed is named and the report still reaches
+//! stdout, `bench` checks its folder before sending anything; an interrupt during the
+//! smoke request is an interrupt; the recommendation says why a case was not taken.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{batch_dir, read_json, read_request, repo, scripted, tempdir};
+
+fn benchplan_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A three-case plan on the embedded simulator writing under `dir/results` (a request
+/// takes 120 ms; two at a time).
+fn plan(dir: &Path, prompts: u64, extra: &str) -> PathBuf {
+    let p = dir.join("plan.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "name = \"safety\"\n[services.s]\nsim = {{ preset = \"ground-truth\" }}\n[defaults]\nnum_prompts = {prompts}\nmax_concurrency = 2\ndataset = {{ name = \"random\", input_len = 8, output_len = 10 }}\n[matrix]\nseed = [1, 2, 3]\n[execution]\nresults_dir = \"{}\"\n{extra}",
+            dir.join("results").display()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+fn case_ids(batch: &Path) -> Vec<String> {
+    read_json(&batch.join("manifest.json"))["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_run_folder_has_one_writer_and_a_dead_ones_lock_is_taken_over() {
+    let dir = tempdir("lock");
+    // About 2 s a case: long enough to be caught running, short enough to resume.
+    let p = plan(&dir, 30, "");
+    let first = Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .arg("run")
+        .arg(&p)
+        .arg("--quiet")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for its folder and lock.
+    let until = Instant::now() + Duration::from_secs(20);
+    let batch = loop {
+        let b = dir.join("results/batch");
+        if let Some(f) = std::fs::read_dir(&b).ok().and_then(|mut r| {
+            r.find_map(|e| {
+                let p = e.ok()?.path();
+                p.join(".benchplan.lock").exists().then_some(p)
+            })
+        }) {
+            break f;
+        }
+        assert!(
+            Instant::now() < until,
+            "the first run made no locked folder"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let second = benchplan_in(
+        &dir,
+        &[
+            "run",
+            p.to_str().unwrap(),
+            "--resume",
+            batch.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(second.status.code(), Some(2), "{}", err(&second));
+    assert!(
+        err(&second).contains(&format!("pid {}", first.id())),
+        "the message names the holder: {}",
+        err(&second)
+    );
+    // Killed hard, the first run leaves its lock; a resume takes it over and says so.
+    let mut first = first;
+    let _ = first.kill();
+    let _ = first.wait();
+    assert!(batch.join(".benchplan.lock").exists());
+    let third = benchplan_in(
+        &dir,
+        &[
+            "run",
+            p.to_str().unwrap(),
+            "--resume",
+            batch.to_str().unwrap(),
+            "--quiet",
+        ],
+    );
+    let e = err(&third);
+    assert!(
+        e.contains("took over the lock") && e.contains(&format!("pid {}", first.id())),
+        "{e}"
+    );
+    assert_eq!(third.status.code(), Some(0), "{e}");
+    assert!(
+        !batch.join(".benchplan.lock").exists(),
+        "released at the end"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn merge_refuses_a_shard_a_run_is_still_writing() {
+    let dir = tempdir("lock-merge");
+    let p = plan(&dir, 300, "");
+    let mut shard = Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .arg("run")
+        .arg(&p)
+        .args(["--quiet", "--shard", "1/2", "--shard-by", "case"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_dir(dir.join("results/batch"))
+        .map(|r| {
+            r.filter_map(Result::ok)
+                .any(|e| e.path().join(".benchplan.lock").exists())
+        })
+        .unwrap_or(false)
+    {
+        assert!(Instant::now() < until);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = benchplan_in(
+        &dir,
+        &[
+            "merge",
+            dir.join("results/batch").to_str().unwrap(),
+            "--results-dir",
+            dir.join("merged").to_str().unwrap(),
+        ],
+    );
+    let _ = shard.kill();
+    let _ = shard.wait();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        err(&out).contains("is in use by benchplan"),
+        "{}",
+        err(&out)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_result_that_cannot_be_written_stops_the_traffic_and_every_lost_output_is_named() {
+    let dir = tempdir("disk");
+    let p = plan(&dir, 4, "");
+    let first = benchplan_in(&dir, &["run", p.to_str().unwrap(), "--quiet"]);
+    assert_eq!(first.status.code(), Some(0), "{}", err(&first));
+    let batch = batch_dir(&dir.join("results"));
+    let ids = case_ids(&batch);
+    // The second and third case run again; the second's result and report.md cannot be
+    // written (a folder is in their place: no permission bit stops root, this does).
+    for id in &ids[1..] {
+        std::fs::remove_file(batch.join(format!("{id}.json"))).unwrap();
+    }
+    std::fs::create_dir_all(batch.join(format!("{}.json/blocked", ids[1]))).unwrap();
+    std::fs::remove_file(batch.join("report.md")).unwrap();
+    std::fs::create_dir_all(batch.join("report.md/blocked")).unwrap();
+    let junit = dir.join("junit.xml");
+    let out = benchplan_in(
+        &dir,
+        &[
+            "run",
+            p.to_str().unwrap(),
+            "--resume",
+            batch.to_str().unwrap(),
+            "--quiet",
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    let e = err(&out);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains(&format!(
+            "cannot write {}",
+            batch.join(format!("{}.json", ids[1])).display()
+        )),
+        "{e}"
+    );
+    assert!(e.contains("no more traffic is sent"), "{e}");
+    assert!(e.contains("not written: report.md"), "{e}");
+    let manifest = read_json(&batch.join("manifest.json"));
+    assert_eq!(
+        manifest["cases"][2]["status"], "not_run",
+        "{}",
+        manifest["cases"]
+    );
+    assert!(
+        !batch.join(format!("{}.json", ids[2])).exists(),
+        "the third case sent nothing"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("# Benchmark report"),
+        "the report reaches stdout"
+    );
+    assert!(junit.is_file(), "junit.xml is written whatever else failed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_full_disk_stops_the_run_after_the_first_lost_result() {
+    let dir = tempdir("full");
+    let mnt = dir.join("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=96k", "tmpfs"])
+        .arg(&mnt)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !mounted {
+        eprintln!(
+            "SKIPPED the full-disk test: cannot mount a small tmpfs here (needs root); the blocked-path test covers the same code"
+        );
+        return;
+    }
+    let p = dir.join("plan.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "name = \"full\"\n[services.s]\nsim = {{ preset = \"fast\" }}\n[defaults]\nnum_prompts = 300\ndataset = {{ name = \"random\", input_len = 8, output_len = 20 }}\n[matrix]\nseed = [1, 2, 3, 4, 5, 6, 7, 8]\n[execution]\nresults_dir = \"{}\"\nsave_detailed = true\n",
+            mnt.display()
+        ),
+    )
+    .unwrap();
+    let out = benchplan_in(
+        &dir,
+        &["run", p.to_str().unwrap(), "--quiet", "--no-charts"],
+    );
+    let _ = Command::new("umount").arg(&mnt).status();
+    let e = err(&out);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("No space left on device") && e.contains("no more traffic is sent"),
+        "{e}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("# Benchmark report"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_checks_its_result_folder_before_any_traffic() {
+    let (server, seen) = scripted(|_, s, log| {
+        if read_request(s).is_some() {
+            log.lock().unwrap().push("request".into());
+        }
+    });
+    let dir = tempdir("bench-ro");
+    // A file where a folder must be: no permission bit stops root, this does.
+    std::fs::write(dir.join("file"), "x").unwrap();
+    let tok = repo().join("tests/fixtures/tokenizer");
+    let out = Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args([
+            "bench",
+            "--base-url",
+            &server,
+            "--model",
+            "m",
+            "--tokenizer",
+        ])
+        .arg(&tok)
+        .args(["--num-prompts", "2", "--save-result", "--result-dir"])
+        .arg(dir.join("file/results"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", err(&out));
+    assert!(
+        err(&out).contains("cannot take a file") && err(&out).contains("nothing was sent"),
+        "{}",
+        err(&out)
+    );
+    assert!(seen.lock().unwrap().is_empty(), "no request was sent");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_interrupt_during_the_smoke_request_exits_130() {
+    // Reads the request and never answers.
+    let (silent, _) = scripted(|_, s, _| {
+        if read_request(s).is_some() {
+            std::thread::sleep(Duration::from_secs(20));
+        }
+    });
+    let tok = repo().join("tests/fixtures/tokenizer");
+    let child = Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args([
+            "bench",
+            "--base-url",
+            &silent,
+            "--model",
+            "m",
+            "--tokenizer",
+        ])
+        .arg(&tok)
+        .args(["--num-prompts", "2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    // SAFETY: a signal to our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", err(&out));
+}
+
+#[test]
+fn the_recommendation_says_why_no_case_was_taken() {
+    use benchplan::report::view::{CaseView, recommend};
+    use benchplan::slo::Verdict;
+    let verdict = |key: &str, actual: f64, target: &str| Verdict {
+        key: key.into(),
+        target: target.into(),
+        actual: Some(actual),
+        unit: "%".into(),
+        pass: false,
+        message: String::new(),
+    };
+    let mut a = benchplan::report::view::case_view("a", "s", "ok", None, None);
+    a.verdicts = vec![verdict("min_output_ratio", 6.25, ">= 90%")];
+    a.slo_pass = Some(false);
+    let mut b: CaseView = benchplan::report::view::case_view("b", "s", "ok", None, None);
+    b.verdicts = vec![verdict("min_success_rate", 50.0, ">= 95%")];
+    b.slo_pass = Some(false);
+    let c = benchplan::report::view::case_view("c", "s", "failed", None, Some("down".into()));
+    let why = recommend(&[a, b, c], false).unwrap_err();
+    assert!(
+        why.contains(
+            "a: below the output-ratio floor (answers cut short) min_output_ratio (6.25% vs >= 90%)"
+        ),
+        "{why}"
+    );
+    assert!(why.contains("b: below the success-rate floor"), "{why}");
+    assert!(why.contains("c: not measured (failed)"), "{why}");
+}
+
+#[test]
+fn prewarming_opens_what_the_schedule_can_have_in_flight() {
+    use benchplan::load::run::prewarm_count;
+    use benchplan::plan::CaseParams;
+    use benchplan::plan::units::Rate;
+    let p = |rate: f64, cap: Option<u64>| CaseParams {
+        request_rate: Rate(rate),
+        max_concurrency: cap,
+        ..CaseParams::default()
+    };
+    // One request a second for 2,000 requests: a handful, not 2,000 idle sockets.
+    assert!(prewarm_count(&p(1.0, None), 2000, Some(0.3)) <= 8);
+    // Unbounded rate: every request may be in flight at once (up to the cap).
+    assert_eq!(prewarm_count(&p(f64::INFINITY, None), 2000, None), 2000);
+    assert_eq!(prewarm_count(&p(f64::INFINITY, Some(16)), 2000, None), 16);
+    // A fast rate with slow requests: rate × twice the latency, with headroom.
+    let k = prewarm_count(&p(100.0, None), 10_000, Some(5.0));
+    assert!((1000..1200).contains(&k), "{k}");
+    let _ = Value::Null;
+}

@@ -350,6 +350,23 @@ mod tests {
     }
 
     #[test]
+    fn latency_slos_of_a_case_without_a_success_are_not_measured_and_fail() {
+        use crate::metrics::summary::{LatencyStats, Summary};
+        let s = Summary {
+            completed: 0,
+            failed: 4,
+            stats: vec![LatencyStats::of(Metric::Ttft, &[], &[99.0])],
+            ..Summary::default()
+        };
+        let slo = Slo::from_entry("p99_ttft", &json!("<= 500ms")).unwrap();
+        let v = slo.judge(&s);
+        assert_eq!((v.actual, v.pass), (None, false));
+        assert!(v.message.contains("not measured"), "{}", v.message);
+        let r = json!({"completed": 0, "failed": 4, "p99_ttft_ms": 0.0});
+        assert!(!slo.judge_result(r.as_object().unwrap()).pass);
+    }
+
+    #[test]
     fn holds_respects_operator_edges() {
         let le = Slo::from_entry("p99_ttft", &json!("<= 500ms")).unwrap();
         assert!(le.holds(500.0) && !le.holds(500.1));
@@ -377,6 +394,9 @@ impl Slo {
     /// The actual value of this SLO's metric in a summary, if the case produced it.
     pub fn actual(&self, s: &crate::metrics::summary::Summary) -> Option<f64> {
         match self.metric {
+            // No successful request measured no latency (the statistics of nothing
+            // read 0.00 ms, which would pass any latency SLO).
+            SloMetric::Latency { .. } if s.completed == 0 => None,
             SloMetric::Latency { stat, metric } => {
                 let st = s.stat(metric)?;
                 match stat {
@@ -462,6 +482,7 @@ impl Slo {
     pub fn actual_in(&self, r: &serde_json::Map<String, serde_json::Value>) -> Option<f64> {
         let num = |k: &str| r.get(k).and_then(serde_json::Value::as_f64);
         match self.metric {
+            SloMetric::Latency { .. } if num("completed") == Some(0.0) => None,
             SloMetric::Latency { .. } => num(&self.metric.result_key()),
             SloMetric::SuccessRate => {
                 let done = num("completed")?;
@@ -514,7 +535,7 @@ impl Slo {
                 unit: self.unit().to_string(),
                 pass: false,
                 message: format!(
-                    "{}: the result has no such metric, so the SLO cannot hold",
+                    "{}: not measured (no successful request, or the result has no such metric), so the SLO cannot hold",
                     self.key
                 ),
             },

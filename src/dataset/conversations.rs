@@ -157,7 +157,7 @@ fn synthetic(
         ));
     }
     let output_len = d.output_len.unwrap_or(MultiTurnDataset::DEFAULT_OUTPUT_LEN);
-    let allowed = allowed_ids(tokens);
+    let allowed = allowed_ids(tokens)?;
     let mut rng = Rng::new(seed);
     let counts = turn_counts(d, n, &mut rng);
     let max_turns = counts.iter().copied().max().unwrap_or(1);

@@ -296,7 +296,7 @@ pub fn burstgpt(
                 .collect()
         }
     };
-    let allowed = allowed_ids(tokens);
+    let allowed = allowed_ids(tokens)?;
     let t0 = picked.first().map_or(0.0, |r| r.0);
     Ok(picked
         .into_iter()

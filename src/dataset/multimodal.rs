@@ -45,7 +45,7 @@ pub fn random_mm(
     let lo = lo.min(hi);
 
     let mut rng = Rng::new(seed);
-    let allowed = allowed_ids(tokens);
+    let allowed = allowed_ids(tokens)?;
     let real_in = d.input_len.saturating_sub(num_special_tokens(tokens));
     let in_lo = ((real_in as f64) * (1.0 - d.range_ratio)).floor() as u64;
     let in_hi = ((real_in as f64) * (1.0 + d.range_ratio)).ceil() as u64;

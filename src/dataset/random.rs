@@ -15,8 +15,19 @@ use crate::rng::Rng;
 use crate::tokenizer::TokenModel;
 
 /// Token ids a random prompt may use: the vocabulary without special tokens.
-pub fn allowed_ids(tokens: &TokenModel) -> Vec<u32> {
-    tokens.allowed_ids()
+/// The token ids synthetic prompts are drawn from; an error (never a panic later) when
+/// the tokenizer yields none, as a server tokenizer whose `/tokenize` does not answer.
+pub fn allowed_ids(tokens: &TokenModel) -> Result<Vec<u32>, String> {
+    let ids = tokens.allowed_ids();
+    if ids.is_empty() {
+        return Err(match tokens {
+            TokenModel::Server(a) => format!(
+                "the server tokenizer at {a} gave no tokens (its /tokenize did not answer with any); set a local tokenizer or a Hugging Face id instead (plan: `tokenizer`, bench: --tokenizer)"
+            ),
+            _ => "the tokenizer has no usable token to build prompts from".to_string(),
+        });
+    }
+    Ok(ids)
 }
 
 /// Tokens the tokenizer adds by itself to every encoding (such as a BOS).
@@ -110,7 +121,7 @@ pub fn random(
         ));
     }
     let mut rng = Rng::new(seed);
-    let allowed = allowed_ids(tokens);
+    let allowed = allowed_ids(tokens)?;
     let in_lens = lengths(
         &mut rng,
         n * d.batch_size.max(1) as usize,
@@ -177,7 +188,7 @@ pub fn rerank(
     tokens: &TokenModel,
 ) -> Result<Vec<RequestInput>, String> {
     let mut rng = Rng::new(seed);
-    let allowed = allowed_ids(tokens);
+    let allowed = allowed_ids(tokens)?;
     let docs = d.batch_size.max(1) as usize;
     let lens = lengths(&mut rng, n * (docs + 1), d.input_len, d.range_ratio, 1);
     let mut it = lens.into_iter().enumerate();
@@ -226,7 +237,7 @@ pub fn prefix_repetition(
         ));
     }
     let mut rng = Rng::new(seed);
-    let allowed = allowed_ids(tokens);
+    let allowed = allowed_ids(tokens)?;
     let pick = |rng: &mut Rng, len: u64| -> Vec<u32> {
         (0..len)
             .map(|_| allowed[rng.range(0, allowed.len() as u64 - 1) as usize])

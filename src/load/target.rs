@@ -115,7 +115,15 @@ pub fn resolve_tokenizer(
                 .ok_or_else(|| format!("tokenizer = \"server\" needs a plain http:// base_url, not {base_url}; give a tokenizer path instead"))?;
             let via = service.proxies().for_url(base_url);
             let addr = addr.trim_end_matches('/').to_string();
-            Ok((TokenModel::Server(crate::tokenizer::ServerAddr { addr, via }), "server".to_string()))
+            let t = TokenModel::Server(crate::tokenizer::ServerAddr { addr, via });
+            // Before any traffic: a server without a working /tokenize is a clear error
+            // here, not an empty vocabulary later.
+            if t.encode("hello world").is_empty() {
+                return Err(format!(
+                    "tokenizer = \"server\": {base_url}/tokenize does not tokenize (no answer, an error, or no tokens); this server needs a tokenizer given by path or Hugging Face id (plan: `tokenizer`, bench: --tokenizer)"
+                ));
+            }
+            Ok((t, "server".to_string()))
         }
         Some(id) => from_id(id).unwrap_or_else(|| {
             Err(format!(

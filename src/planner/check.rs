@@ -61,22 +61,13 @@ pub const MIN_SUCCESS_RATE: &str = "min_success_rate";
 /// (a case that mostly failed measured nothing worth recommending). The `[slo]` table's
 /// `min_success_rate` wins, then `defaults.min_success_rate`, else 95%.
 pub fn min_success_floor(slos: &[(Slo, String)], defaults: &CaseParams) -> Option<(Slo, String)> {
-    if slos.iter().any(|(s, _)| s.key == MIN_SUCCESS_RATE) {
-        return None;
-    }
-    let (threshold, path) = match defaults.min_success_rate {
-        Some(p) => (p.0 * 100.0, "defaults.min_success_rate".to_string()),
-        None => (95.0, "min_success_rate (default)".to_string()),
-    };
-    Some((
-        Slo {
-            key: MIN_SUCCESS_RATE.into(),
-            metric: crate::slo::SloMetric::SuccessRate,
-            op: crate::slo::Op::Ge,
-            threshold,
-        },
-        path,
-    ))
+    floor(
+        slos,
+        MIN_SUCCESS_RATE,
+        crate::slo::SloMetric::SuccessRate,
+        defaults.min_success_rate,
+        95.0,
+    )
 }
 
 /// The key of the output-ratio floor: in `[slo]` (`"90%"` or 90) or `defaults`.
@@ -87,17 +78,35 @@ pub const MIN_OUTPUT_RATIO: &str = "min_output_ratio";
 /// `[slo]` table's `min_output_ratio` wins, then `defaults.min_output_ratio`, else 90%.
 /// A case without `ignore_eos` is not judged on it.
 pub fn min_output_floor(slos: &[(Slo, String)], defaults: &CaseParams) -> Option<(Slo, String)> {
-    if slos.iter().any(|(s, _)| s.key == MIN_OUTPUT_RATIO) {
+    floor(
+        slos,
+        MIN_OUTPUT_RATIO,
+        crate::slo::SloMetric::OutputRatio,
+        defaults.min_output_ratio,
+        90.0,
+    )
+}
+
+/// A floor every case is judged on, unless the `[slo]` table sets it already: the
+/// `defaults` value (a fraction), else `percent`.
+fn floor(
+    slos: &[(Slo, String)],
+    key: &str,
+    metric: crate::slo::SloMetric,
+    set: Option<crate::plan::units::Percent>,
+    percent: f64,
+) -> Option<(Slo, String)> {
+    if slos.iter().any(|(s, _)| s.key == key) {
         return None;
     }
-    let (threshold, path) = match defaults.min_output_ratio {
-        Some(p) => (p.0 * 100.0, "defaults.min_output_ratio".to_string()),
-        None => (90.0, "min_output_ratio (default)".to_string()),
+    let (threshold, path) = match set {
+        Some(p) => (p.0 * 100.0, format!("defaults.{key}")),
+        None => (percent, format!("{key} (default)")),
     };
     Some((
         Slo {
-            key: MIN_OUTPUT_RATIO.into(),
-            metric: crate::slo::SloMetric::OutputRatio,
+            key: key.into(),
+            metric,
             op: crate::slo::Op::Ge,
             threshold,
         },
@@ -108,6 +117,27 @@ pub fn min_output_floor(slos: &[(Slo, String)], defaults: &CaseParams) -> Option
 /// Whether an SLO key is one of the floors every case is judged on.
 pub fn is_floor(key: &str) -> bool {
     key == MIN_SUCCESS_RATE || key == MIN_OUTPUT_RATIO
+}
+
+/// A `base_url` that already holds the API's path: `…/v1` (the OpenAI SDK's habit) or a
+/// whole endpoint pasted in. The root to write instead, and the path found.
+fn api_path_in_base_url(url: &str) -> Option<(String, String)> {
+    let trimmed = url.trim_end_matches('/');
+    let known = [
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/embeddings",
+        "/v1/responses",
+        "/v1/audio/transcriptions",
+        "/v1/audio/translations",
+        "/v1/rerank",
+        "/v1",
+    ];
+    known.iter().find_map(|p| {
+        trimmed
+            .strip_suffix(p)
+            .map(|root| (root.to_string(), p.to_string()))
+    })
 }
 
 /// Checks that do not depend on a case: services, optimize, execution, report.
@@ -153,6 +183,21 @@ pub fn check_plan(
                     )
                     .with_help("write the scheme, host and port, such as http://127.0.0.1:8000"),
                 )
+            }
+            (Some(url), None) => {
+                if let Some((root, what)) = api_path_in_base_url(url) {
+                    out.push(
+                        Diagnostic::error(
+                            join_key(&path, "base_url"),
+                            format!(
+                                "`{url}` ends in {what}: benchplan appends the endpoint (such as /v1/completions) itself, so requests would go to …{what}/v1/…"
+                            ),
+                        )
+                        .with_help(format!(
+                            "write base_url = \"{root}\" (the OpenAI SDK's base_url ends in /v1; benchplan's, like vLLM's --base-url, does not)"
+                        )),
+                    );
+                }
             }
             _ => {}
         }
@@ -907,21 +952,33 @@ fn check_multi_turn(
     }
 }
 
-/// Fills in the backend and endpoint: the case's own, else the service's, else vLLM's default.
-pub fn resolve_target(params: &mut CaseParams, service: &Service) {
-    let backend = params
-        .backend
-        .or(service.backend)
-        .unwrap_or(Backend::Openai);
+/// Fills in the backend, endpoint and client. Precedence, one rule for the three: a
+/// matrix value of the case, then the service's own key, then `[defaults]`, then
+/// vLLM's default (a service that says `backend = "openai-chat"` is never overridden by
+/// the plan-wide default `init` writes). `from_matrix(key)`: whether the case's matrix
+/// values set `key`.
+pub fn resolve_target(
+    params: &mut CaseParams,
+    service: &Service,
+    from_matrix: impl Fn(&str) -> bool,
+) {
+    let backend = if from_matrix("backend") {
+        params.backend
+    } else {
+        service.backend.or(params.backend)
+    }
+    .unwrap_or(Backend::Openai);
     params.backend = Some(backend);
-    params.client = params.client.or(service.client);
+    params.client = if from_matrix("client") {
+        params.client.or(service.client)
+    } else {
+        service.client.or(params.client)
+    };
+    if !from_matrix("endpoint") && service.endpoint.is_some() {
+        params.endpoint = service.endpoint.clone();
+    }
     if params.endpoint.is_none() {
-        params.endpoint = Some(
-            service
-                .endpoint
-                .clone()
-                .unwrap_or_else(|| backend.default_endpoint().to_string()),
-        );
+        params.endpoint = Some(backend.default_endpoint().to_string());
     }
 }
 

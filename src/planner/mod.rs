@@ -185,7 +185,9 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
                 continue;
             }
         };
-        check::resolve_target(&mut params, service);
+        check::resolve_target(&mut params, service, |k| {
+            combo.values.iter().any(|a| &*a.key == k)
+        });
         let mut case = expand::make_case(combo, params);
         let mut found = Vec::new();
         check::check_case(&case, &source, &judged, &mut found);

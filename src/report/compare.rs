@@ -100,7 +100,7 @@ pub fn load_results(dir: &Path) -> Result<IndexMap<String, Map<String, Value>>, 
     };
     // Natural order, so c1, c8, c32 read as the sweep went (not c1, c32, c8).
     files.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
-    let mut out = IndexMap::new();
+    let mut read = Vec::new();
     for f in files {
         let text =
             std::fs::read_to_string(&f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
@@ -125,7 +125,24 @@ pub fn load_results(dir: &Path) -> Result<IndexMap<String, Map<String, Value>>, 
                     .unwrap_or("case")
                     .to_string()
             });
-        out.insert(id, m);
+        let file = f
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        read.push((id, file, m));
+    }
+    // Two results of the same case (two `bench` runs with the same parameters) are
+    // both kept, told apart by their file and date.
+    let mut out = IndexMap::new();
+    for (id, file, m) in &read {
+        let twins = read.iter().filter(|(other, _, _)| other == id).count();
+        let key = if twins > 1 {
+            let date = m.get("date").and_then(Value::as_str).unwrap_or("");
+            format!("{id} ({file}, {date})")
+        } else {
+            id.clone()
+        };
+        out.insert(key, m.clone());
     }
     Ok(out)
 }

@@ -401,6 +401,24 @@ const BAD: &[(&str, Format, &str, &[&str])] = &[
         "[defaults]\nbackend = \"openai-chat\"\ndataset = { name = \"multi_turn\", history = \"recorded\" }\n",
         &["`defaults.dataset.history`", "needs a file"],
     ),
+    (
+        "a base_url ending in /v1, as the OpenAI SDK writes it",
+        Format::Toml,
+        "[services.vllm]\nbase_url = \"http://127.0.0.1:8000/v1\"\ntokenizer = \"server\"\n",
+        &[
+            "bad.toml:2:1: `services.vllm.base_url`: `http://127.0.0.1:8000/v1` ends in /v1",
+            "base_url = \"http://127.0.0.1:8000\"",
+        ],
+    ),
+    (
+        "a whole endpoint pasted as base_url",
+        Format::Toml,
+        "[services.vllm]\nbase_url = \"http://127.0.0.1:8000/v1/chat/completions\"\ntokenizer = \"server\"\n",
+        &[
+            "ends in /v1/chat/completions",
+            "base_url = \"http://127.0.0.1:8000\"",
+        ],
+    ),
 ];
 
 #[test]

@@ -196,3 +196,49 @@ fn set_overrides_plan_values() {
     assert_eq!(cases[0]["params"]["num_prompts"], 7);
     assert_eq!(cases[1]["params"]["max_concurrency"], 3);
 }
+
+#[test]
+fn a_services_own_keys_win_over_defaults_and_the_matrix_wins_over_both() {
+    use benchplan::plan::Backend;
+    let p = crate::support::plan_toml(
+        r#"
+[services.chat]
+sim = { preset = "tiny" }
+backend = "openai-chat"
+endpoint = "/proxy/v1/chat/completions"
+[services.plain]
+sim = { preset = "tiny" }
+[defaults]
+backend = "openai"
+"#,
+    );
+    let by = |svc: &str| p.cases.iter().find(|c| c.service == svc).unwrap();
+    assert_eq!(
+        by("chat").params.backend,
+        Some(Backend::OpenaiChat),
+        "the service's backend wins over [defaults]"
+    );
+    assert_eq!(
+        by("chat").params.endpoint.as_deref(),
+        Some("/proxy/v1/chat/completions")
+    );
+    assert_eq!(
+        by("plain").params.backend,
+        Some(Backend::Openai),
+        "[defaults] fills what the service leaves"
+    );
+    let m = crate::support::plan_toml(
+        r#"
+[services.chat]
+sim = { preset = "tiny" }
+backend = "openai-chat"
+[matrix]
+backend = ["openai"]
+"#,
+    );
+    assert_eq!(
+        m.cases[0].params.backend,
+        Some(Backend::Openai),
+        "a matrix value is the case's own"
+    );
+}

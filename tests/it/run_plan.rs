@@ -231,7 +231,8 @@ fn an_unreachable_service_fails_its_own_cases_and_the_others_run() {
     assert!(manifest["services"]["down"]["error"].as_str().is_some());
     let report = std::fs::read_to_string(b.join("report.md")).unwrap();
     assert!(
-        report.contains("## Failed cases") && report.contains("service `down` is unavailable"),
+        // The error is escaped for markdown (its backticks are the server's words).
+        report.contains("## Failed cases") && report.contains("service \\`down\\` is unavailable"),
         "{report}"
     );
     let xml = std::fs::read_to_string(&junit).unwrap();
@@ -655,6 +656,39 @@ fn junit_repeats_parallel_and_report_rerendering() {
             "missing {line} in the re-rendered report"
         );
     }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn report_keeps_two_results_of_the_same_parameters_apart() {
+    let dir = temp("twins");
+    for name in ["first.json", "second.json"] {
+        let out = benchplan(&[
+            "bench",
+            "--sim",
+            "fast",
+            "--num-prompts",
+            "4",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "4",
+            "--save-result",
+            "--result-dir",
+            dir.to_str().unwrap(),
+            "--result-filename",
+            name,
+            "--disable-tqdm",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let out = benchplan(&["report", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let md = stdout(&out);
+    assert!(
+        md.contains("(first.json, ") && md.contains("(second.json, "),
+        "both results appear, told apart by file and date: {md}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

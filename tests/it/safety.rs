@@ -48,6 +48,28 @@ fn case_ids(batch: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The run folder under `batch` whose lock a running `run` holds (waits for it).
+fn locked_folder(batch: &Path) -> PathBuf {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = std::fs::read_dir(batch).ok().and_then(|mut r| {
+            r.find_map(|e| {
+                let p = e.ok()?.path();
+                p.join(".benchplan.lock").exists().then_some(p)
+            })
+        });
+        if let Some(f) = found {
+            return f;
+        }
+        assert!(
+            Instant::now() < until,
+            "no run holds a folder under {}",
+            batch.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_run_folder_has_one_writer_and_a_dead_ones_lock_is_taken_over() {
     let dir = tempdir("lock");
@@ -61,24 +83,7 @@ fn a_run_folder_has_one_writer_and_a_dead_ones_lock_is_taken_over() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Wait for its folder and lock.
-    let until = Instant::now() + Duration::from_secs(20);
-    let batch = loop {
-        let b = dir.join("results/batch");
-        if let Some(f) = std::fs::read_dir(&b).ok().and_then(|mut r| {
-            r.find_map(|e| {
-                let p = e.ok()?.path();
-                p.join(".benchplan.lock").exists().then_some(p)
-            })
-        }) {
-            break f;
-        }
-        assert!(
-            Instant::now() < until,
-            "the first run made no locked folder"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let batch = locked_folder(&dir.join("results/batch"));
     let second = benchplan_in(
         &dir,
         &[
@@ -134,17 +139,7 @@ fn merge_refuses_a_shard_a_run_is_still_writing() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let until = Instant::now() + Duration::from_secs(20);
-    while !std::fs::read_dir(dir.join("results/batch"))
-        .map(|r| {
-            r.filter_map(Result::ok)
-                .any(|e| e.path().join(".benchplan.lock").exists())
-        })
-        .unwrap_or(false)
-    {
-        assert!(Instant::now() < until);
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    locked_folder(&dir.join("results/batch"));
     let out = benchplan_in(
         &dir,
         &[
@@ -380,4 +375,47 @@ fn prewarming_opens_what_the_schedule_can_have_in_flight() {
     let k = prewarm_count(&p(100.0, None), 10_000, Some(5.0));
     assert!((1000..1200).contains(&k), "{k}");
     let _ = Value::Null;
+}
+
+#[test]
+fn a_server_tokenizer_without_tokenize_is_a_clear_error_not_a_panic() {
+    // Serves completions but answers 404 to /tokenize (llama-cpp-python serves its
+    // tokenizer elsewhere).
+    let (server, seen) = scripted(|_, s, log| {
+        use std::io::Write;
+        while let Some((head, _)) = read_request(s) {
+            let line = head.lines().next().unwrap_or("").to_string();
+            log.lock().unwrap().push(line.clone());
+            let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args([
+            "bench",
+            "--base-url",
+            &server,
+            "--model",
+            "m",
+            "--tokenizer",
+            "server",
+            "--num-prompts",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let e = err(&out);
+    assert!(!e.contains("panicked"), "{e}");
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("/tokenize does not tokenize") && e.contains("--tokenizer"),
+        "{e}"
+    );
+    assert!(
+        !seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("/v1/completions")),
+        "no traffic before the tokenizer works"
+    );
 }

@@ -85,6 +85,10 @@ pub enum Command {
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
+        /// Without a terminal (a CI log), one progress line per running case this often,
+        /// in seconds (0: none).
+        #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+        progress_every: f64,
         /// Finish the unfinished cases of an earlier run folder (the plan must be unchanged).
         #[arg(long)]
         resume: Option<PathBuf>,
@@ -385,6 +389,7 @@ pub fn run(cli: Cli) -> Exit {
             no_charts,
             dry_run,
             quiet,
+            progress_every,
             resume,
             junit,
             shard,
@@ -440,6 +445,11 @@ pub fn run(cli: Cli) -> Exit {
                 no_charts: no_charts || !p.plan.report.charts,
                 command: crate::redact::this_command(),
                 progress: !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                progress_lines: (!quiet
+                    && !std::io::IsTerminal::is_terminal(&std::io::stderr())
+                    && progress_every > 0.0
+                    && progress_every.is_finite())
+                .then(|| std::time::Duration::from_secs_f64(progress_every)),
                 quiet,
                 resume,
                 junit,

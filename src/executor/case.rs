@@ -46,6 +46,13 @@ impl Status {
 
 /// One case's end: its result (whole or partial), why it is not a clean result, and
 /// what makes its numbers untrustworthy as a tool result (lost requests, panics).
+/// How a case shows its progress: a bar on a terminal, plain lines in a CI log.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Progress {
+    pub bar: bool,
+    pub lines: Option<std::time::Duration>,
+}
+
 #[derive(Debug, Clone)]
 pub struct CaseOutcome {
     pub result: Option<Map<String, Value>>,
@@ -100,7 +107,7 @@ pub async fn run_case(
     case: &Case,
     resolved: &Resolved,
     dir: &Path,
-    progress: bool,
+    progress: Progress,
     ctl: &RunControl,
 ) -> CaseOutcome {
     let plan = &planned.plan;
@@ -127,7 +134,9 @@ pub async fn run_case(
     let mut ended = None;
     for rep in reps {
         let opts = RunOptions {
-            progress,
+            progress: progress.bar,
+            progress_lines: progress.lines,
+            label: case.id.clone(),
             stop: ctl.case_stop(),
             deadline: plan.execution.timeout.map(|t| Instant::now() + t.0),
             ..RunOptions::default()

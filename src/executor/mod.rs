@@ -44,6 +44,8 @@ pub struct RunSettings {
     /// The command line, secrets redacted.
     pub command: String,
     pub progress: bool,
+    /// Without a terminal: a plain progress line per running case this often.
+    pub progress_lines: Option<std::time::Duration>,
     /// No progress lines on stderr (the log file still gets them).
     pub quiet: bool,
     /// Finish an earlier run in this folder instead of starting a new one.
@@ -338,7 +340,10 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         services: &services,
         done: &done,
         dir: &dir,
-        progress: settings.progress,
+        progress: case::Progress {
+            bar: settings.progress,
+            lines: settings.progress_lines,
+        },
         quiet: settings.quiet,
         ctl: &ctl,
     };

@@ -113,7 +113,7 @@ pub struct Scope<'a> {
     /// Cases an earlier run finished (resume).
     pub done: &'a Finished,
     pub dir: &'a Path,
-    pub progress: bool,
+    pub progress: super::case::Progress,
     pub quiet: bool,
     pub ctl: &'a Arc<RunControl>,
 }
@@ -226,7 +226,13 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome>
                 );
                 set.spawn(async move {
                     let t = std::time::Instant::now();
-                    let o = run_case(&planned, &case, &r, &dir, false, &ctl).await;
+                    // Cases side by side: no bars (they would overwrite each other);
+                    // plain lines carry their case's id.
+                    let progress = super::case::Progress {
+                        bar: false,
+                        ..progress
+                    };
+                    let o = run_case(&planned, &case, &r, &dir, progress, &ctl).await;
                     (i, o, t.elapsed().as_secs_f64())
                 });
             }

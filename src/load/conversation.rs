@@ -345,7 +345,12 @@ pub async fn run_conversations(
     // (Holding `shared` would keep the records channel open.)
     let skipped = shared.skipped.clone();
     drop(shared);
-    let collected = collect(rx, total, &released, opts, start).await;
+    // A turn counts as released once it has its slot: released and sent are one here.
+    let counts = super::run::Counts {
+        released: &released,
+        sent: &released,
+    };
+    let collected = collect(rx, total, counts, opts, start).await;
     let duration = start.elapsed().as_secs_f64();
     let server_metrics = match scraping {
         Some(s) => Some(s.finish().await),

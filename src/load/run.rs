@@ -35,6 +35,10 @@ pub struct RunOptions {
     pub smoke: bool,
     /// Show a progress bar on stderr.
     pub progress: bool,
+    /// Without a terminal: one plain line on stderr this often (a CI log shows the case
+    /// moving), with `label` first.
+    pub progress_lines: Option<Duration>,
+    pub label: String,
     /// The case's stop signal (Ctrl-C drains it).
     pub stop: Stop,
     /// How long requests in flight may finish after a drain before they are abandoned.
@@ -61,6 +65,8 @@ impl Default for RunOptions {
         RunOptions {
             smoke: true,
             progress: false,
+            progress_lines: None,
+            label: String::new(),
             stop: Stop::new(),
             grace: Duration::from_secs(5),
             deadline: None,
@@ -285,8 +291,10 @@ pub async fn run_case(
         .is_some()
         .then(|| schedule_spec(&params, n));
     let released = Arc::new(AtomicU64::new(0));
+    let sent = Arc::new(AtomicU64::new(0));
     let dispatcher = {
         let released = released.clone();
+        let sent = sent.clone();
         let (target, params, inputs, offsets, stop, prefix) = (
             target.clone(),
             params.clone(),
@@ -322,6 +330,7 @@ pub async fn run_case(
                         }
                     }
                     released.fetch_add(1, Ordering::Relaxed);
+                    let sent = sent.clone();
                     let (target, params, inputs, sem, tx, id, stop) = (
                         target.clone(),
                         params.clone(),
@@ -347,6 +356,8 @@ pub async fn run_case(
                             if stop.draining() {
                                 return None;
                             }
+                            // Past the concurrency cap: on its way (in flight).
+                            sent.fetch_add(1, Ordering::Relaxed);
                             let input = &inputs[i];
                             // Boxed: the request's future is about 7 KB, and this task is
                             // built here and moved into the runtime's task cell, so
@@ -393,7 +404,17 @@ pub async fn run_case(
             .expect("spawn the dispatcher thread")
     };
 
-    let collected = collect(rx, n, &released, opts, start).await;
+    let collected = collect(
+        rx,
+        n,
+        Counts {
+            released: &released,
+            sent: &sent,
+        },
+        opts,
+        start,
+    )
+    .await;
     let duration = start.elapsed().as_secs_f64();
     let rps_change_events = dispatcher.join().unwrap_or_default();
     let accounting = Accounting::of(n as u64, &collected.records, 0, collected.interrupted);
@@ -424,17 +445,26 @@ pub(crate) struct Collected {
     pub timed_out: bool,
 }
 
-/// Gathers records, with a progress bar, until every request task has ended. A drain
-/// (Ctrl-C) becomes an abort after the grace period; the deadline aborts at once.
-/// Sorted by index.
+/// How far the requests of a run got: released by the schedule (`released`), and past
+/// the concurrency cap on their way to the server (`sent`).
+#[derive(Clone, Copy)]
+pub(crate) struct Counts<'a> {
+    pub released: &'a AtomicU64,
+    pub sent: &'a AtomicU64,
+}
+
+/// Gathers records, with a progress bar (or plain lines without a terminal), until
+/// every request task has ended. A drain (Ctrl-C) becomes an abort after the grace
+/// period; the deadline aborts at once. Sorted by index.
 pub(crate) async fn collect(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<RequestRecord>,
     n: usize,
-    released: &AtomicU64,
+    counts: Counts<'_>,
     opts: &RunOptions,
     start: Instant,
 ) -> Collected {
     let bar = opts.progress.then(|| progress_bar(n as u64));
+    let mut next_line = opts.progress_lines.map(|every| (every, start + every));
     let mut records = Vec::with_capacity(n);
     let (mut interrupted, mut timed_out) = (false, false);
     let (mut drained_at, mut aborted_at): (Option<Instant>, Option<Instant>) = (None, None);
@@ -454,17 +484,32 @@ pub(crate) async fn collect(
             Ok(None) => break, // every request task has ended and the dispatcher is done
             Err(_) => {}
         }
+        let progress = || Progress {
+            n: n as u64,
+            done: records.len() as u64,
+            failed: errors,
+            sent: counts.sent.load(Ordering::Relaxed),
+            released: counts.released.load(Ordering::Relaxed),
+            secs: start.elapsed().as_secs_f64().max(1e-9),
+            tokens,
+        };
         if let Some(b) = &bar {
-            b.set_position(records.len() as u64);
-            let secs = start.elapsed().as_secs_f64().max(1e-9);
-            let in_flight = released
-                .load(Ordering::Relaxed)
-                .saturating_sub(records.len() as u64);
+            let p = progress();
+            b.set_position(p.done);
             b.set_message(format!(
-                "in flight {in_flight} | errors {errors} | {:.1} req/s | {:.0} tok/s",
-                records.len() as f64 / secs,
-                tokens as f64 / secs
+                "in flight {} | queued {} | errors {} | {:.1} req/s | {:.0} tok/s",
+                p.in_flight(),
+                p.queued(),
+                p.failed,
+                p.done as f64 / p.secs,
+                p.tokens as f64 / p.secs
             ));
+        }
+        if let Some((every, at)) = next_line.as_mut() {
+            if Instant::now() >= *at {
+                eprintln!("{}", progress().line(&opts.label));
+                *at += *every;
+            }
         }
         let now = Instant::now();
         if opts.deadline.is_some_and(|d| now >= d) && !opts.stop.aborted() {
@@ -494,6 +539,55 @@ pub(crate) async fn collect(
         records,
         interrupted,
         timed_out,
+    }
+}
+
+/// Where a run's requests are, for the progress bar and the plain lines.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Requests the case sends.
+    pub n: u64,
+    /// Finished (completed or failed).
+    pub done: u64,
+    pub failed: u64,
+    /// Past the concurrency cap, on their way to the server.
+    pub sent: u64,
+    /// Released by the schedule (some may still wait for a slot).
+    pub released: u64,
+    pub secs: f64,
+    pub tokens: u64,
+}
+
+impl Progress {
+    /// Sent and not finished.
+    pub fn in_flight(&self) -> u64 {
+        self.sent.saturating_sub(self.done)
+    }
+
+    /// Released by the schedule, waiting for a concurrency slot.
+    pub fn queued(&self) -> u64 {
+        self.released.saturating_sub(self.sent)
+    }
+
+    /// The plain line a CI log gets: sent, completed, failed, in flight, queued, rate, ETA.
+    pub fn line(&self, label: &str) -> String {
+        let rate = self.done as f64 / self.secs;
+        let left = self.n.saturating_sub(self.done);
+        let eta = if rate > 0.0 {
+            format!("{:.0} s", left as f64 / rate)
+        } else {
+            "-".to_string()
+        };
+        format!(
+            "  {label}: {:.1} s: sent {}, completed {}, failed {}, in flight {}, queued {}, {:.1} req/s, ETA {eta}",
+            self.secs,
+            self.sent,
+            self.done - self.failed,
+            self.failed,
+            self.in_flight(),
+            self.queued(),
+            rate
+        )
     }
 }
 

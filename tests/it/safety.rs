@@ -419,3 +419,47 @@ fn a_server_tokenizer_without_tokenize_is_a_clear_error_not_a_panic() {
         "no traffic before the tokenizer works"
     );
 }
+
+#[test]
+fn without_a_terminal_a_running_case_prints_plain_progress_lines() {
+    let dir = tempdir("progress");
+    let p = dir.join("plan.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "[services.s]\nsim = {{ preset = \"ground-truth\" }}\n[defaults]\nnum_prompts = 60\nmax_concurrency = 4\ndataset = {{ name = \"random\", input_len = 8, output_len = 10 }}\n[execution]\nresults_dir = \"{}\"\n",
+            dir.join("results").display()
+        ),
+    )
+    .unwrap();
+    // Captured output is no terminal: the lines go to stderr as they would in CI.
+    let out = benchplan_in(
+        &dir,
+        &["run", p.to_str().unwrap(), "--progress-every", "0.5"],
+    );
+    let e = err(&out);
+    assert_eq!(out.status.code(), Some(0), "{e}");
+    let lines: Vec<&str> = e.lines().filter(|l| l.contains(": sent ")).collect();
+    assert!(
+        lines.len() >= 2,
+        "progress lines every 0.5 s of a ~2 s case:\n{e}"
+    );
+    let field = |l: &str, name: &str| -> u64 {
+        l.split(", ")
+            .find_map(|p| p.trim().rsplit_once(&format!("{name} ")).map(|(_, v)| v))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no `{name}` in {l}"))
+    };
+    for l in &lines {
+        // In flight is what was sent and has not finished: never above the cap.
+        assert!(field(l, "in flight") <= 4, "{l}");
+        assert!(l.contains("req/s") && l.contains("ETA"), "{l}");
+    }
+    assert!(
+        field(lines[0], "queued") > 0,
+        "the requests waiting for a slot are shown apart: {}",
+        lines[0]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -24,19 +24,29 @@ fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A three-case plan on the embedded simulator writing under `dir/results` (a request
-/// takes 120 ms; two at a time).
-fn plan(dir: &Path, prompts: u64, extra: &str) -> PathBuf {
+/// `body` as a plan whose results go under `dir/results`.
+fn write_plan(dir: &Path, body: &str) -> PathBuf {
     let p = dir.join("plan.toml");
+    let results = dir.join("results");
     std::fs::write(
         &p,
         format!(
-            "name = \"safety\"\n[services.s]\nsim = {{ preset = \"ground-truth\" }}\n[defaults]\nnum_prompts = {prompts}\nmax_concurrency = 2\ndataset = {{ name = \"random\", input_len = 8, output_len = 10 }}\n[matrix]\nseed = [1, 2, 3]\n[execution]\nresults_dir = \"{}\"\n{extra}",
-            dir.join("results").display()
+            "{body}[execution]\nresults_dir = \"{}\"\n",
+            results.display()
         ),
     )
     .unwrap();
     p
+}
+
+/// A three-case plan on the embedded simulator (a request takes 120 ms; two at a time).
+fn plan(dir: &Path, prompts: u64) -> PathBuf {
+    write_plan(
+        dir,
+        &format!(
+            "name = \"safety\"\n[services.s]\nsim = {{ preset = \"ground-truth\" }}\n[defaults]\nnum_prompts = {prompts}\nmax_concurrency = 2\ndataset = {{ name = \"random\", input_len = 8, output_len = 10 }}\n[matrix]\nseed = [1, 2, 3]\n"
+        ),
+    )
 }
 
 fn case_ids(batch: &Path) -> Vec<String> {
@@ -74,7 +84,7 @@ fn locked_folder(batch: &Path) -> PathBuf {
 fn a_run_folder_has_one_writer_and_a_dead_ones_lock_is_taken_over() {
     let dir = tempdir("lock");
     // About 2 s a case: long enough to be caught running, short enough to resume.
-    let p = plan(&dir, 30, "");
+    let p = plan(&dir, 30);
     let first = Command::new(env!("CARGO_BIN_EXE_benchplan"))
         .arg("run")
         .arg(&p)
@@ -130,7 +140,7 @@ fn a_run_folder_has_one_writer_and_a_dead_ones_lock_is_taken_over() {
 #[test]
 fn merge_refuses_a_shard_a_run_is_still_writing() {
     let dir = tempdir("lock-merge");
-    let p = plan(&dir, 300, "");
+    let p = plan(&dir, 300);
     let mut shard = Command::new(env!("CARGO_BIN_EXE_benchplan"))
         .arg("run")
         .arg(&p)
@@ -163,7 +173,7 @@ fn merge_refuses_a_shard_a_run_is_still_writing() {
 #[test]
 fn a_result_that_cannot_be_written_stops_the_traffic_and_every_lost_output_is_named() {
     let dir = tempdir("disk");
-    let p = plan(&dir, 4, "");
+    let p = plan(&dir, 4);
     let first = benchplan_in(&dir, &["run", p.to_str().unwrap(), "--quiet"]);
     assert_eq!(first.status.code(), Some(0), "{}", err(&first));
     let batch = batch_dir(&dir.join("results"));
@@ -423,15 +433,10 @@ fn a_server_tokenizer_without_tokenize_is_a_clear_error_not_a_panic() {
 #[test]
 fn without_a_terminal_a_running_case_prints_plain_progress_lines() {
     let dir = tempdir("progress");
-    let p = dir.join("plan.toml");
-    std::fs::write(
-        &p,
-        format!(
-            "[services.s]\nsim = {{ preset = \"ground-truth\" }}\n[defaults]\nnum_prompts = 60\nmax_concurrency = 4\ndataset = {{ name = \"random\", input_len = 8, output_len = 10 }}\n[execution]\nresults_dir = \"{}\"\n",
-            dir.join("results").display()
-        ),
-    )
-    .unwrap();
+    let p = write_plan(
+        &dir,
+        "[services.s]\nsim = { preset = \"ground-truth\" }\n[defaults]\nnum_prompts = 60\nmax_concurrency = 4\ndataset = { name = \"random\", input_len = 8, output_len = 10 }\n",
+    );
     // Captured output is no terminal: the lines go to stderr as they would in CI.
     let out = benchplan_in(
         &dir,

@@ -88,6 +88,13 @@ pub struct Report {
     /// Let cases with no counterpart in the baseline pass (by default each one fails the
     /// comparison: a baseline that matches nothing compares nothing).
     pub allow_unmatched: bool,
+    /// The result keys compared with the baseline. Default: p50_ttft_ms, p99_ttft_ms,
+    /// p50_tpot_ms, p99_tpot_ms, p99_itl_ms, p99_e2el_ms, output_throughput, success_rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compare_metrics: Option<Vec<String>>,
+    /// A regression must also be significant: its one-sided p-value (Mann–Whitney U on
+    /// the per-request samples; a two-proportion test for the success rate) below this.
+    pub significance: f64,
 }
 
 impl Default for Report {
@@ -101,6 +108,8 @@ impl Default for Report {
             regression_threshold: Percent(0.05),
             thresholds: IndexMap::new(),
             allow_unmatched: false,
+            compare_metrics: None,
+            significance: 0.01,
         }
     }
 }

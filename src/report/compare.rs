@@ -20,6 +20,9 @@ pub struct DeltaRow {
     pub threshold_pct: f64,
     /// `higher` or `lower` is better.
     pub better: &'static str,
+    /// One-sided p-value of a change for the worse (see `significance`); None when the
+    /// results carry no samples to test.
+    pub p_value: Option<f64>,
     pub regression: bool,
 }
 
@@ -36,6 +39,8 @@ pub struct Comparison {
     pub unmatched_fail: bool,
     /// Things to know about the baseline (a different plan, for one).
     pub warnings: Vec<String>,
+    /// The p-value below which a change beyond its threshold is a regression.
+    pub significance: f64,
 }
 
 /// The plan hash a run folder's manifest records, if any.
@@ -175,6 +180,77 @@ const HIGHER_BETTER: [&str; 4] = [
     "request_goodput",
 ];
 
+/// What a comparison looks at unless `report.compare_metrics` says otherwise: one of
+/// each kind, no statistic twice (a median is a p50).
+pub const DEFAULT_COMPARED: [&str; 8] = [
+    "p50_ttft_ms",
+    "p99_ttft_ms",
+    "p50_tpot_ms",
+    "p99_tpot_ms",
+    "p99_itl_ms",
+    "p99_e2el_ms",
+    "output_throughput",
+    "success_rate",
+];
+
+/// A compared metric's value in a result: its key (a p50 is also the median), the
+/// success rate in percent from the counts.
+fn metric_value(r: &Map<String, Value>, k: &str) -> Option<f64> {
+    let num = |k: &str| r.get(k).and_then(Value::as_f64);
+    match k {
+        "success_rate" => {
+            let (ok, failed) = counts(r)?;
+            (ok + failed > 0.0).then(|| ok / (ok + failed) * 100.0)
+        }
+        _ => num(k).or_else(|| {
+            let rest = k.strip_prefix("p50_")?;
+            num(&format!("median_{rest}"))
+        }),
+    }
+}
+
+/// Completed and failed requests of a result.
+fn counts(r: &Map<String, Value>) -> Option<(f64, f64)> {
+    let ok = r.get("completed")?.as_f64()?;
+    let failed = r
+        .get("failed")
+        .or_else(|| r.get("benchplan")?.get("failed"))
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0);
+    Some((ok, failed))
+}
+
+/// The one-sided p-value that `cand` is worse than `base` on metric `k` by more than
+/// `margin` (see `significance`): its samples' histogram for a latency, E2EL's for a
+/// throughput, the counts for the success rate.
+fn worse_p_value(
+    k: &str,
+    base: &Map<String, Value>,
+    cand: &Map<String, Value>,
+    margin: f64,
+) -> Option<f64> {
+    use super::significance::{proportion_lower, slower_by_more_than};
+    let hist = |r: &Map<String, Value>, m: &str| {
+        let text = r.get("benchplan")?.get("histograms_us")?.get(m)?.as_str()?;
+        crate::metrics::hist::decode(text).ok()
+    };
+    let sampled = if is_latency_key(k) {
+        k.strip_suffix("_ms")?.rsplit_once('_').map(|(_, m)| m)
+    } else if HIGHER_BETTER.contains(&k) {
+        Some("e2el")
+    } else {
+        None
+    };
+    match (k, sampled) {
+        ("success_rate", _) => {
+            let ((bo, bf), (co, cf)) = (counts(base)?, counts(cand)?);
+            proportion_lower(bo, bo + bf, co, co + cf, margin)
+        }
+        (_, Some(m)) => slower_by_more_than(&hist(base, m)?, &hist(cand, m)?, margin),
+        _ => None,
+    }
+}
+
 /// Compares the results of two folders with the plan's report thresholds.
 pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison, String> {
     let b = load_results(base)?;
@@ -200,15 +276,19 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
         if let Some(w) = prefix_cache_warning(id, br, cr) {
             cache_warnings.push(w);
         }
-        for (k, cv) in cr {
-            let better = if HIGHER_BETTER.contains(&k.as_str()) {
+        let metrics: Vec<&str> = match &cfg.compare_metrics {
+            Some(list) => list.iter().map(String::as_str).collect(),
+            None => DEFAULT_COMPARED.to_vec(),
+        };
+        for k in metrics {
+            let better = if HIGHER_BETTER.contains(&k) || k == "success_rate" {
                 "higher"
             } else if is_latency_key(k) {
                 "lower"
             } else {
                 continue;
             };
-            let (Some(bv), Some(cv)) = (br.get(k).and_then(Value::as_f64), cv.as_f64()) else {
+            let (Some(bv), Some(cv)) = (metric_value(br, k), metric_value(cr, k)) else {
                 continue;
             };
             if bv == 0.0 {
@@ -219,20 +299,22 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
                 .thresholds
                 .get(k)
                 .map_or(cfg.regression_threshold.0, |p| p.0);
-            let regression = if better == "higher" {
+            let beyond = if better == "higher" {
                 delta < -t
             } else {
                 delta > t
             };
+            let p_value = worse_p_value(k, br, cr, t);
             rows.push(DeltaRow {
                 case: id.clone(),
-                metric: k.clone(),
+                metric: k.to_string(),
                 base: bv,
                 cand: cv,
                 delta_pct: delta * 100.0,
                 threshold_pct: t * 100.0,
                 better,
-                regression,
+                p_value,
+                regression: beyond && p_value.is_none_or(|p| p < cfg.significance),
             });
         }
     }
@@ -265,6 +347,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
         unmatched,
         unmatched_fail,
         warnings,
+        significance: cfg.significance,
     })
 }
 
@@ -296,16 +379,25 @@ fn prefix_cache_warning(
     })
 }
 
+/// A p-value as the tables show it.
+pub fn p_text(p: Option<f64>) -> String {
+    match p {
+        None => "-".into(),
+        Some(p) if p < 0.0001 => "<0.0001".into(),
+        Some(p) => format!("{p:.4}"),
+    }
+}
+
 /// The comparison as a markdown table.
 pub fn markdown(c: &Comparison) -> String {
     let mut s = format!(
         "Baseline `{}` vs `{}`: {} regression(s).\n\n",
         c.baseline, c.candidate, c.regressions
     );
-    s.push_str("| Case | Metric | Base | Candidate | Δ% | Threshold | Verdict |\n|---|---|---|---|---|---|---|\n");
+    s.push_str("| Case | Metric | Base | Candidate | Δ% | Threshold | p (worse) | Verdict |\n|---|---|---|---|---|---|---|---|\n");
     for r in &c.rows {
         s.push_str(&format!(
-            "| {} | {} | {:.2} | {:.2} | {:+.1}% | {}{:.1}% | {} |\n",
+            "| {} | {} | {:.2} | {:.2} | {:+.1}% | {}{:.1}% | {} | {} |\n",
             r.case,
             r.metric,
             r.base,
@@ -313,6 +405,7 @@ pub fn markdown(c: &Comparison) -> String {
             r.delta_pct,
             if r.better == "higher" { "-" } else { "+" },
             r.threshold_pct,
+            p_text(r.p_value),
             if r.regression { "REGRESSION" } else { "ok" }
         ));
     }
@@ -356,6 +449,62 @@ mod tests {
         );
         assert!(prefix_cache_warning("c1", &with_hits(None), &with_hits(Some(90.0))).is_none());
         assert!(prefix_cache_warning("c1", &Map::new(), &with_hits(Some(90.0))).is_none());
+    }
+
+    /// A result of `n` requests with TTFTs `ttft(i)` seconds and the given p99.
+    fn result(ttft: impl Fn(usize) -> f64, p99_ms: f64) -> Map<String, Value> {
+        let h = crate::metrics::hist::from_seconds((0..200).map(ttft));
+        serde_json::json!({
+            "completed": 200, "failed": 0, "p99_ttft_ms": p99_ms,
+            "benchplan": {"case_id": "c", "histograms_us": {"ttft": crate::metrics::hist::encode(&h)}}
+        })
+        .as_object()
+        .unwrap()
+        .clone()
+    }
+
+    #[test]
+    fn a_regression_is_beyond_its_threshold_and_beyond_the_noise() {
+        let dir = std::env::temp_dir().join(format!("benchplan-cmp-{}", std::process::id()));
+        let (b, c) = (dir.join("b"), dir.join("c"));
+        for d in [&b, &c] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let write = |d: &Path, r: &Map<String, Value>| {
+            std::fs::write(d.join("c.json"), serde_json::to_string(r).unwrap()).unwrap();
+        };
+        let cfg = Report {
+            compare_metrics: Some(vec!["p99_ttft_ms".into()]),
+            ..Report::default()
+        };
+        let base = result(|i| 0.050 + i as f64 * 1e-4, 69.9);
+        write(&b, &base);
+        // The same samples, a p99 20% higher (one slow request): beyond 5%, not beyond
+        // the noise.
+        write(&c, &result(|i| 0.050 + i as f64 * 1e-4, 83.9));
+        let cmp = compare_dirs(&b, &c, &cfg).unwrap();
+        let row = &cmp.rows[0];
+        assert!(row.delta_pct > 19.0 && !row.regression, "{row:?}");
+        assert!(row.p_value.unwrap() > 0.5);
+        // Every request 30% slower: a regression.
+        write(&c, &result(|i| (0.050 + i as f64 * 1e-4) * 1.3, 90.9));
+        let cmp = compare_dirs(&b, &c, &cfg).unwrap();
+        assert!(
+            cmp.rows[0].regression && cmp.rows[0].p_value.unwrap() < 1e-4,
+            "{:?}",
+            cmp.rows[0]
+        );
+        assert_eq!(cmp.regressions, 1);
+        // Without samples (a plain vLLM result), the threshold alone decides, as before.
+        let mut plain = base.clone();
+        plain.remove("benchplan");
+        write(&b, &plain);
+        let mut slow = plain.clone();
+        slow.insert("p99_ttft_ms".into(), serde_json::json!(83.9));
+        write(&c, &slow);
+        let cmp = compare_dirs(&b, &c, &cfg).unwrap();
+        assert!(cmp.rows[0].regression && cmp.rows[0].p_value.is_none());
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

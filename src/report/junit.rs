@@ -63,13 +63,14 @@ pub fn junit_xml(r: &ReportView) -> String {
             if d.regression {
                 failures += 1;
                 cases.push_str(&format!(
-                    "  <testcase classname=\"{}\" name=\"{}\"><failure message=\"regression: {:.2} vs baseline {:.2} ({:+.1}%, threshold {:.1}%)\"/></testcase>\n",
+                    "  <testcase classname=\"{}\" name=\"{}\"><failure message=\"regression: {:.2} vs baseline {:.2} ({:+.1}%, threshold {:.1}%, p {})\"/></testcase>\n",
                     esc(&d.case),
                     esc(&name),
                     d.cand,
                     d.base,
                     d.delta_pct,
-                    d.threshold_pct
+                    d.threshold_pct,
+                    super::compare::p_text(d.p_value)
                 ));
             } else {
                 cases.push_str(&format!(

@@ -6,6 +6,7 @@ pub mod compare;
 pub mod csv;
 pub mod junit;
 pub mod openmetrics;
+pub mod significance;
 pub mod view;
 
 use minijinja::Environment;
@@ -45,6 +46,7 @@ pub fn render<T: serde::Serialize>(
         out.write_str(&text).map_err(minijinja::Error::from)
     });
     env.add_filter("num", num);
+    env.add_filter("pval", pval);
     env.add_template(template_name, source)
         .map_err(|e| describe(&e))?;
     let t = env.get_template(template_name).map_err(|e| describe(&e))?;
@@ -66,6 +68,7 @@ pub fn render_html<T: serde::Serialize>(
     env.set_lstrip_blocks(true);
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
     env.add_filter("num", num);
+    env.add_filter("pval", pval);
     env.add_template(template_name, source)
         .map_err(|e| describe(&e))?;
     let t = env.get_template(template_name).map_err(|e| describe(&e))?;
@@ -84,6 +87,12 @@ fn describe(e: &minijinja::Error) -> String {
         s.push_str(d);
     }
     s
+}
+
+/// `{{ p | pval }}`: a p-value, `-` for none.
+fn pval(v: minijinja::Value) -> minijinja::Value {
+    let p = f64::try_from(v).ok();
+    minijinja::Value::from_safe_string(compare::p_text(p))
 }
 
 /// `{{ x | num }}`: two decimals, `-` for none (a number needs no escaping; anything

@@ -354,11 +354,7 @@ fn a_baseline_that_matches_no_case_fails_and_compare_reads_result_files() {
         "50%",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("| mean_tpot_ms |"),
-        "{}",
-        stdout(&out)
-    );
+    assert!(stdout(&out).contains("| p50_tpot_ms |"), "{}", stdout(&out));
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -397,7 +393,7 @@ fn slo_failures_outrank_regressions_and_both_are_counted_and_in_junit() {
         "{last}"
     );
     let xml = std::fs::read_to_string(&junit).unwrap();
-    assert!(xml.contains("name=\"baseline mean_tpot_ms\""), "{xml}");
+    assert!(xml.contains("name=\"baseline p50_tpot_ms\""), "{xml}");
     assert!(xml.contains("regression:"), "{xml}");
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -445,7 +441,7 @@ fn compare_flags_a_slower_service_and_the_plan_baseline_exits_4() {
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     let table = stdout(&out);
     assert!(
-        table.contains("| mean_tpot_ms |") && table.contains("REGRESSION"),
+        table.contains("| p50_tpot_ms |") && table.contains("REGRESSION"),
         "{table}"
     );
     let out = benchplan(&[

@@ -1,0 +1,209 @@
+//! Whether a difference between two runs is larger than their own noise. A regression
+//! needs both: beyond its threshold, and significant here (one-sided p below
+//! `report.significance`, 0.01 by default). A p99 of 24 requests moves by a fifth
+//! between two runs of an unchanged service; a real slowdown moves the whole
+//! distribution. The test asks whether the candidate is worse *by more than the
+//! threshold*: its samples are scaled back by the threshold before they are ranked
+//! against the baseline's, so a drift of a few percent that is real but smaller than
+//! the threshold (a busier machine) does not count, however many samples show it.
+//!
+//! - Latencies: Mann–Whitney U over the per-request samples of both runs, read from
+//!   the HDR histograms every result keeps (`benchplan.histograms_us`): the rank-sum
+//!   statistic with ties per histogram bucket, the normal approximation with the tie
+//!   correction, one-sided toward the worse direction.
+//! - Throughput: the same test on E2EL (at a fixed concurrency, throughput falls when
+//!   requests take longer); a single run has no other sample of it.
+//! - Success rate: a two-proportion z-test on completed and failed counts.
+//!
+//! Results without histograms (plain `vllm bench serve` files) get no p-value: the
+//! threshold alone decides, as before.
+
+use hdrhistogram::Histogram;
+
+/// Φ, the standard normal distribution function (Abramowitz and Stegun 7.1.26 for
+/// erf: absolute error below 1.5e-7).
+pub fn normal_cdf(z: f64) -> f64 {
+    let x = z / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-x * x).exp();
+    let erf = if x >= 0.0 { erf } else { -erf };
+    0.5 * (1.0 + erf)
+}
+
+/// One-sided p-value that `cand`'s values, divided by `1 + margin`, are still larger
+/// than `base`'s: that the candidate is slower by more than `margin` (a fraction).
+pub fn slower_by_more_than(
+    base: &Histogram<u64>,
+    cand: &Histogram<u64>,
+    margin: f64,
+) -> Option<f64> {
+    if margin <= 0.0 {
+        return mann_whitney_greater(base, cand);
+    }
+    let mut scaled = Histogram::<u64>::new_with_bounds(1, cand.high().max(2), 3).ok()?;
+    for v in cand.iter_recorded() {
+        let x = (v.value_iterated_to() as f64 / (1.0 + margin))
+            .round()
+            .max(1.0) as u64;
+        scaled.record_n(x, v.count_at_value()).ok()?;
+    }
+    mann_whitney_greater(base, &scaled)
+}
+
+/// One-sided p-value that `cand`'s values are larger than `base`'s (Mann–Whitney U,
+/// normal approximation with the tie correction). None with too few samples.
+pub fn mann_whitney_greater(base: &Histogram<u64>, cand: &Histogram<u64>) -> Option<f64> {
+    let (nb, nc) = (base.len() as f64, cand.len() as f64);
+    if nb < 3.0 || nc < 3.0 {
+        return None;
+    }
+    // Both histograms' buckets in value order, each with its counts in both.
+    let mut buckets: Vec<(u64, f64, f64)> = Vec::new();
+    for v in base.iter_recorded() {
+        buckets.push((
+            base.highest_equivalent(v.value_iterated_to()),
+            v.count_at_value() as f64,
+            0.0,
+        ));
+    }
+    for v in cand.iter_recorded() {
+        buckets.push((
+            cand.highest_equivalent(v.value_iterated_to()),
+            0.0,
+            v.count_at_value() as f64,
+        ));
+    }
+    buckets.sort_by_key(|b| b.0);
+    let mut merged: Vec<(f64, f64)> = Vec::with_capacity(buckets.len());
+    let mut last = None;
+    for (v, b, c) in buckets {
+        if last == Some(v) {
+            let m = merged.last_mut().expect("a bucket");
+            m.0 += b;
+            m.1 += c;
+        } else {
+            merged.push((b, c));
+            last = Some(v);
+        }
+    }
+    // U of the candidate: pairs where its value is larger, ties counting a half.
+    let (mut below_base, mut u, mut ties) = (0.0, 0.0, 0.0);
+    for (b, c) in &merged {
+        u += c * (below_base + 0.5 * b);
+        below_base += b;
+        let t = b + c;
+        ties += t * t * t - t;
+    }
+    let n = nb + nc;
+    let mean = nb * nc / 2.0;
+    let var = nb * nc / 12.0 * ((n + 1.0) - ties / (n * (n - 1.0)));
+    if var <= 0.0 {
+        return Some(0.5);
+    }
+    let z = (u - mean) / var.sqrt();
+    Some(1.0 - normal_cdf(z))
+}
+
+/// One-sided p-value that the candidate's success share is lower than the baseline's
+/// by more than `margin` of it (two-proportion z-test, pooled). None without requests
+/// on either side.
+pub fn proportion_lower(
+    base_ok: f64,
+    base_n: f64,
+    cand_ok: f64,
+    cand_n: f64,
+    margin: f64,
+) -> Option<f64> {
+    if base_n < 1.0 || cand_n < 1.0 {
+        return None;
+    }
+    let (pb, pc) = (base_ok / base_n * (1.0 - margin.max(0.0)), cand_ok / cand_n);
+    let pooled = (base_ok + cand_ok) / (base_n + cand_n);
+    let se = (pooled * (1.0 - pooled) * (1.0 / base_n + 1.0 / cand_n)).sqrt();
+    if se == 0.0 {
+        return Some(if pc < pb { 0.0 } else { 1.0 });
+    }
+    Some(normal_cdf((pc - pb) / se))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hist(values_us: impl IntoIterator<Item = u64>) -> Histogram<u64> {
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for v in values_us {
+            h.record(v).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn the_normal_distribution_function_matches_known_values() {
+        for (z, p) in [
+            (0.0, 0.5),
+            (1.0, 0.841_344_7),
+            (-1.959_964, 0.025),
+            (2.326_348, 0.99),
+        ] {
+            assert!((normal_cdf(z) - p).abs() < 1e-6, "{z}: {}", normal_cdf(z));
+        }
+    }
+
+    #[test]
+    fn mann_whitney_finds_a_shift_and_not_noise() {
+        // The same distribution (interleaved values): no evidence.
+        let a = hist((0..200).map(|i| 10_000 + 37 * i));
+        let b = hist((0..200).map(|i| 10_018 + 37 * i));
+        let p = mann_whitney_greater(&a, &b).unwrap();
+        assert!(p > 0.1, "{p}");
+        // A 30% shift of every sample: certain.
+        let c = hist((0..200).map(|i| 13_000 + 48 * i));
+        assert!(mann_whitney_greater(&a, &c).unwrap() < 1e-6);
+        // The other way round: the candidate is better, not worse.
+        assert!(mann_whitney_greater(&c, &a).unwrap() > 0.999);
+        // One outlier moves a p99, not the distribution.
+        let mut d: Vec<u64> = (0..24).map(|i| 10_000 + 100 * i).collect();
+        let base = hist(d.clone());
+        d[23] = 30_000;
+        assert!(mann_whitney_greater(&base, &hist(d)).unwrap() > 0.3);
+        assert!(mann_whitney_greater(&hist([1, 2]), &hist([3, 4])).is_none());
+    }
+
+    #[test]
+    fn mann_whitney_matches_scipy_on_a_small_example() {
+        // scipy.stats.mannwhitneyu([3,4,5,6,7], [1,2,3,4,5], alternative="greater",
+        // method="asymptotic", use_continuity=False), by hand: U = 20.5, mean 12.5,
+        // variance 25/12 × (11 − 18/90) = 22.5 (three ties of two), z = 1.68655,
+        // p = 1 − Φ(z) = 0.04584.
+        let base = hist([1, 2, 3, 4, 5]);
+        let cand = hist([3, 4, 5, 6, 7]);
+        let p = mann_whitney_greater(&base, &cand).unwrap();
+        assert!((p - 0.045_84).abs() < 1e-4, "{p}");
+    }
+
+    #[test]
+    fn proportions_fall_significantly_or_not() {
+        assert!(proportion_lower(100.0, 100.0, 80.0, 100.0, 0.0).unwrap() < 0.001);
+        assert!(proportion_lower(100.0, 100.0, 99.0, 100.0, 0.0).unwrap() > 0.1);
+        assert_eq!(proportion_lower(10.0, 10.0, 10.0, 10.0, 0.0), Some(1.0));
+        // 80% of 100 against 100%, with a 5% margin: still lower than 95%.
+        assert!(proportion_lower(100.0, 100.0, 80.0, 100.0, 0.05).unwrap() < 0.01);
+    }
+
+    #[test]
+    fn a_shift_smaller_than_the_margin_is_not_significant_and_a_larger_one_is() {
+        let base = hist((0..2000).map(|i| 10_000 + 5 * i));
+        // Every sample 4% slower: certain, but within a 5% margin.
+        let drift = hist((0..2000).map(|i| (f64::from(10_000 + 5 * i) * 1.04) as u64));
+        assert!(mann_whitney_greater(&base, &drift).unwrap() < 1e-6);
+        assert!(slower_by_more_than(&base, &drift, 0.05).unwrap() > 0.5);
+        // 30% slower: beyond the margin, certain.
+        let slow = hist((0..2000).map(|i| (f64::from(10_000 + 5 * i) * 1.3) as u64));
+        assert!(slower_by_more_than(&base, &slow, 0.05).unwrap() < 1e-6);
+    }
+}

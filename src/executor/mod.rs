@@ -359,7 +359,16 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
             case.assignments.iter().map(|a| (&*a.key, &a.value))
         ));
     }
-    let _ = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest));
+    let manifest_failed = match write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest)) {
+        Ok(()) => false,
+        Err(e) => {
+            eprintln!(
+                "error: cannot write {}: {e}",
+                dir.join("manifest.json").display()
+            );
+            true
+        }
+    };
     let mut views = Vec::new();
     let mut rows = Vec::new();
     let mut runtime_error = false;
@@ -450,7 +459,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     if ctl.halted() {
         eprintln!("error: the run stopped early: a case's result could not be written");
     }
-    let write_error = reports != Exit::Ok || junit_failed || ctl.halted();
+    let write_error = reports != Exit::Ok || junit_failed || manifest_failed || ctl.halted();
     // The newest run, for `baseline = "bench_results/batch/latest"`.
     let latest = dir.parent().map(|p| p.join("latest"));
     if let (Some(latest), Some(name)) = (latest, dir.file_name()) {

@@ -180,6 +180,7 @@ pub(crate) fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
         no_recommendation,
         comparison: None,
         charts: Vec::new(),
+        folder: Some(dir.display().to_string()),
     };
     Ok((view, rows))
 }

@@ -426,6 +426,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         slo_failures,
         comparison: None,
         charts: Vec::new(),
+        folder: Some(dir.display().to_string()),
     };
     let mut regression = false;
     if let Some(b) = &plan.report.baseline {
@@ -489,6 +490,24 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         report.cases.len(),
         code.code()
     );
+    // The manifest carries the verdict too, for whatever reads the folder later.
+    let warnings: usize = report.cases.iter().map(|c| c.warnings.len()).sum();
+    manifest["verdict"] = json!({
+        "pass": code == Exit::Ok,
+        "exit": code.code(),
+        "cases": report.cases.len(),
+        "not_measured": failed,
+        "slo_failures": slo_failures,
+        "regressions": regressions,
+        "warnings": warnings,
+    });
+    if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest)) {
+        eprintln!(
+            "error: cannot write {}: {e}",
+            dir.join("manifest.json").display()
+        );
+        return code.worst(Exit::Runtime);
+    }
     code
 }
 
@@ -621,9 +640,18 @@ pub fn write_reports(
         }
     }
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
-        if let Err(e) = crate::results::write::append_json_line(Path::new(&summary), md.as_bytes())
-        {
-            eprintln!("warning: cannot append to $GITHUB_STEP_SUMMARY: {e}");
+        // The verdict and what failed, not the whole report: GitHub caps a step summary
+        // at 1 MiB and cannot show the charts' relative links.
+        match crate::report::render("summary.md.j2", crate::report::SUMMARY_MD, report) {
+            Ok(text) => {
+                let text = format!("{}\n", text.trim_end());
+                if let Err(e) =
+                    crate::results::write::append_json_line(Path::new(&summary), text.as_bytes())
+                {
+                    eprintln!("warning: cannot append to $GITHUB_STEP_SUMMARY: {e}");
+                }
+            }
+            Err(e) => eprintln!("warning: no step summary: {e}"),
         }
     }
     // The report reaches stdout even when no file could hold it. A closed pipe

@@ -15,6 +15,12 @@ use minijinja::Environment;
 pub const REPORT_MD: &str = include_str!("../../templates/report.md.j2");
 /// The built-in HTML report: one self-contained file, charts inline.
 pub const REPORT_HTML: &str = include_str!("../../templates/report.html.j2");
+/// The step summary (`$GITHUB_STEP_SUMMARY`): the verdict, what failed, a pointer to
+/// report.html; no charts, lists capped.
+pub const SUMMARY_MD: &str = include_str!("../../templates/summary.md.j2");
+/// "What failed", included by report.md.j2 and summary.md.j2 (custom templates may
+/// `{% include "what-failed.md.j2" %}` too).
+pub const WHAT_FAILED_MD: &str = include_str!("../../templates/what-failed.md.j2");
 /// The built-in report of SLO searches.
 pub const OPTIMIZE_MD: &str = include_str!("../../templates/optimize.md.j2");
 
@@ -47,6 +53,8 @@ pub fn render<T: serde::Serialize>(
     });
     env.add_filter("num", num);
     env.add_filter("pval", pval);
+    env.add_template("what-failed.md.j2", WHAT_FAILED_MD)
+        .map_err(|e| describe(&e))?;
     env.add_template(template_name, source)
         .map_err(|e| describe(&e))?;
     let t = env.get_template(template_name).map_err(|e| describe(&e))?;

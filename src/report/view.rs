@@ -170,6 +170,8 @@ pub struct ReportView {
     pub comparison: Option<super::compare::Comparison>,
     /// The charts drawn into the run folder's `charts/` (none with `--no-charts`).
     pub charts: Vec<super::charts::ChartView>,
+    /// The run folder, for the step summary's pointer to report.html.
+    pub folder: Option<String>,
 }
 
 fn num(r: &Map<String, Value>, key: &str) -> Option<f64> {

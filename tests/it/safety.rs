@@ -468,3 +468,137 @@ fn without_a_terminal_a_running_case_prints_plain_progress_lines() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn reports_lead_with_what_failed_and_the_step_summary_is_short() {
+    let dir = tempdir("verdict-first");
+    let p = write_plan(
+        &dir,
+        "[services.s]\nsim = { preset = \"fast\" }\n[defaults]\nnum_prompts = 8\ndataset = { name = \"random\", input_len = 8, output_len = 4 }\n[matrix]\nmax_concurrency = [1, 2]\n[slo]\np99_e2el = \"<= 0.001ms\"\n",
+    );
+    let summary = dir.join("summary.md");
+    let out = Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .arg("run")
+        .arg(&p)
+        .arg("--quiet")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", err(&out));
+    let batch = batch_dir(&dir.join("results"));
+    let md = std::fs::read_to_string(batch.join("report.md")).unwrap();
+    let (failed, results) = (
+        md.find("## What failed").unwrap(),
+        md.find("## Results").unwrap(),
+    );
+    assert!(
+        failed < results,
+        "the verdict comes before the tables:\n{md}"
+    );
+    assert!(
+        md[failed..results].contains("| p99_e2el | <= 0.001ms |"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(batch.join("report.html")).unwrap();
+    assert!(html.find("What failed").unwrap() < html.find("<h2>Results</h2>").unwrap());
+    let step = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        step.contains("## What failed") && step.contains("report.html"),
+        "{step}"
+    );
+    assert!(
+        !step.contains("](charts/") && !step.contains("## Results"),
+        "{step}"
+    );
+    let verdict = &read_json(&batch.join("manifest.json"))["verdict"];
+    assert_eq!(verdict["pass"], false, "{verdict}");
+    assert_eq!(
+        (verdict["exit"].as_u64(), verdict["slo_failures"].as_u64()),
+        (Some(3), Some(2))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_step_summary_of_a_500_case_plan_stays_under_githubs_limit() {
+    use benchplan::report::compare::{Comparison, DeltaRow};
+    use benchplan::report::view::{ReportView, case_view};
+    use benchplan::slo::Verdict;
+    // Every case fails an SLO, regresses on eight metrics and carries a long warning;
+    // fifty cases were not measured, with a 500-character error each.
+    let long = "x".repeat(500);
+    let mut cases = Vec::new();
+    let mut rows = Vec::new();
+    for i in 0..500 {
+        let status = if i < 50 { "failed" } else { "ok" };
+        let mut c = case_view(
+            &format!("service-{i}-0123456789ab"),
+            "s",
+            status,
+            None,
+            Some(long.clone()),
+        );
+        c.verdicts = vec![Verdict {
+            key: "p99_ttft".into(),
+            target: "<= 500ms".into(),
+            actual: Some(900.0),
+            unit: "ms".into(),
+            pass: false,
+            message: String::new(),
+        }];
+        c.slo_pass = Some(false);
+        c.warnings = vec![long.clone()];
+        for m in benchplan::report::compare::DEFAULT_COMPARED {
+            rows.push(DeltaRow {
+                case: c.id.clone(),
+                metric: m.into(),
+                base: 1.0,
+                cand: 2.0,
+                delta_pct: 100.0,
+                threshold_pct: 5.0,
+                better: "lower",
+                p_value: Some(1e-9),
+                regression: true,
+            });
+        }
+        cases.push(c);
+    }
+    let view = ReportView {
+        plan: "big".into(),
+        description: None,
+        started: String::new(),
+        finished: String::new(),
+        tool_version: String::new(),
+        command: String::new(),
+        services: Vec::new(),
+        slos: vec!["p99_ttft <= 500ms".into()],
+        failed_cases: cases.iter().filter(|c| c.status != "ok").cloned().collect(),
+        slo_failures: 450,
+        recommendation: None,
+        axes: Vec::new(),
+        recommendations: Vec::new(),
+        no_recommendation: None,
+        comparison: Some(Comparison {
+            baseline: "b".into(),
+            candidate: "c".into(),
+            regressions: rows.len(),
+            rows,
+            unmatched: Vec::new(),
+            unmatched_fail: true,
+            warnings: Vec::new(),
+            significance: 0.01,
+        }),
+        charts: Vec::new(),
+        folder: Some("bench_results/batch/batch_x".into()),
+        cases,
+    };
+    let step =
+        benchplan::report::render("summary.md.j2", benchplan::report::SUMMARY_MD, &view).unwrap();
+    assert!(step.len() < 1 << 20, "{} bytes", step.len());
+    assert!(step.len() < 200 << 10, "well under: {} bytes", step.len());
+    assert!(
+        step.contains("… and 450 more") && step.contains("report.html"),
+        "{}",
+        &step[..2000]
+    );
+}

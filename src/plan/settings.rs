@@ -85,6 +85,10 @@ pub struct Report {
     /// Per-metric thresholds, by result key (such as p99_ttft_ms), overriding regression_threshold.
     #[serde(skip_serializing_if = "IndexMap::is_empty")]
     pub thresholds: IndexMap<String, Percent>,
+    /// Per-service thresholds, by service name, overriding regression_threshold for that
+    /// service's cases (a per-metric threshold still wins).
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub service_thresholds: IndexMap<String, Percent>,
     /// Let cases with no counterpart in the baseline pass (by default each one fails the
     /// comparison: a baseline that matches nothing compares nothing).
     pub allow_unmatched: bool,
@@ -107,6 +111,7 @@ impl Default for Report {
             baseline: None,
             regression_threshold: Percent(0.05),
             thresholds: IndexMap::new(),
+            service_thresholds: IndexMap::new(),
             allow_unmatched: false,
             compare_metrics: None,
             significance: 0.01,

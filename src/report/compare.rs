@@ -295,9 +295,16 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
                 continue;
             }
             let delta = (cv - bv) / bv;
+            // A metric's own threshold, else its service's, else the plan's.
+            let service = cr
+                .get("benchplan")
+                .and_then(|b| b.get("service"))
+                .and_then(Value::as_str)
+                .and_then(|s| cfg.service_thresholds.get(s));
             let t = cfg
                 .thresholds
                 .get(k)
+                .or(service)
                 .map_or(cfg.regression_threshold.0, |p| p.0);
             let beyond = if better == "higher" {
                 delta < -t
@@ -495,6 +502,15 @@ mod tests {
             cmp.rows[0]
         );
         assert_eq!(cmp.regressions, 1);
+        // A service's own threshold: 30% for this one, so +30% (p < 1e-4) is within it.
+        let mut lenient = cfg.clone();
+        lenient
+            .service_thresholds
+            .insert("slow".into(), crate::plan::units::Percent(0.35));
+        let mut slow_svc = result(|i| (0.050 + i as f64 * 1e-4) * 1.3, 90.9);
+        slow_svc["benchplan"]["service"] = serde_json::json!("slow");
+        write(&c, &slow_svc);
+        assert!(!compare_dirs(&b, &c, &lenient).unwrap().rows[0].regression);
         // Without samples (a plain vLLM result), the threshold alone decides, as before.
         let mut plain = base.clone();
         plain.remove("benchplan");

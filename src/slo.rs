@@ -359,11 +359,11 @@ mod tests {
             ..Summary::default()
         };
         let slo = Slo::from_entry("p99_ttft", &json!("<= 500ms")).unwrap();
-        let v = slo.judge(&s);
+        let v = slo.judge(&s).unwrap();
         assert_eq!((v.actual, v.pass), (None, false));
         assert!(v.message.contains("not measured"), "{}", v.message);
         let r = json!({"completed": 0, "failed": 4, "p99_ttft_ms": 0.0});
-        assert!(!slo.judge_result(r.as_object().unwrap()).pass);
+        assert!(!slo.judge_result(r.as_object().unwrap()).unwrap().pass);
     }
 
     #[test]
@@ -432,28 +432,16 @@ impl Slo {
     }
 
     /// Judges this SLO on a summary; None when it does not apply ([`Slo::not_applicable`]).
-    pub fn judge_applicable(&self, s: &crate::metrics::summary::Summary) -> Option<Verdict> {
+    pub fn judge(&self, s: &crate::metrics::summary::Summary) -> Option<Verdict> {
         let a = self.actual(s);
         (!self.not_applicable(a)).then(|| self.verdict(a))
     }
 
-    /// Judges this SLO on a result JSON; None when it does not apply.
-    pub fn judge_result_applicable(
-        &self,
-        r: &serde_json::Map<String, serde_json::Value>,
-    ) -> Option<Verdict> {
+    /// Judges this SLO on a result JSON (a merged or repeated case's numbers, another
+    /// client's result); None when it does not apply.
+    pub fn judge_result(&self, r: &serde_json::Map<String, serde_json::Value>) -> Option<Verdict> {
         let a = self.actual_in(r);
         (!self.not_applicable(a)).then(|| self.verdict(a))
-    }
-
-    /// Judges this SLO on a summary.
-    pub fn judge(&self, s: &crate::metrics::summary::Summary) -> Verdict {
-        self.verdict(self.actual(s))
-    }
-
-    /// Judges this SLO on a result JSON (a merged or repeated case's numbers).
-    pub fn judge_result(&self, r: &serde_json::Map<String, serde_json::Value>) -> Verdict {
-        self.verdict(self.actual_in(r))
     }
 
     /// The SLO a verdict was judged against, read back from its key and target (so a

@@ -8,6 +8,31 @@ use std::io::Write;
 
 use flate2::write::{DeflateDecoder, GzDecoder, ZlibDecoder};
 
+/// Runs `$step` on whichever decoder `$self` holds, then moves what it decoded to
+/// `$out` (the three flate2 writers share no trait for `try_finish` and `get_mut`).
+macro_rules! each {
+    ($self:expr, $d:ident => $step:expr, $out:expr) => {{
+        let bad = |e: std::io::Error| format!("the compressed body does not decode: {e}");
+        let plain = match $self {
+            Decoder::Gzip($d) => {
+                $step.map_err(bad)?;
+                $d.get_mut()
+            }
+            Decoder::Zlib($d) => {
+                $step.map_err(bad)?;
+                $d.get_mut()
+            }
+            Decoder::Raw($d) => {
+                $step.map_err(bad)?;
+                $d.get_mut()
+            }
+            Decoder::Deflate => unreachable!("chosen by the first bytes"),
+        };
+        $out.append(plain);
+        Ok(())
+    }};
+}
+
 /// A body decoder fed as bytes arrive.
 pub enum Decoder {
     Gzip(GzDecoder<Vec<u8>>),
@@ -50,46 +75,15 @@ impl Decoder {
         }
         // A write decoder keeps output back until flushed: each read's bytes are
         // decoded and handed on at once (an event must not wait for the next read).
-        let bad = |e: std::io::Error| format!("the compressed body does not decode: {e}");
-        let plain = match self {
-            Decoder::Gzip(d) => {
-                d.write_all(input).and_then(|()| d.flush()).map_err(bad)?;
-                d.get_mut()
-            }
-            Decoder::Zlib(d) => {
-                d.write_all(input).and_then(|()| d.flush()).map_err(bad)?;
-                d.get_mut()
-            }
-            Decoder::Raw(d) => {
-                d.write_all(input).and_then(|()| d.flush()).map_err(bad)?;
-                d.get_mut()
-            }
-            Decoder::Deflate => unreachable!("chosen above"),
-        };
-        out.append(plain);
-        Ok(())
+        each!(self, d => d.write_all(input).and_then(|()| d.flush()), out)
     }
 
     /// The end of the body: an error when the compressed stream is cut short.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), String> {
-        let bad = |e: std::io::Error| format!("the compressed body does not decode: {e}");
-        let plain = match self {
-            Decoder::Gzip(d) => {
-                d.try_finish().map_err(bad)?;
-                d.get_mut()
-            }
-            Decoder::Zlib(d) => {
-                d.try_finish().map_err(bad)?;
-                d.get_mut()
-            }
-            Decoder::Raw(d) => {
-                d.try_finish().map_err(bad)?;
-                d.get_mut()
-            }
-            Decoder::Deflate => return Ok(()),
-        };
-        out.append(plain);
-        Ok(())
+        if let Decoder::Deflate = self {
+            return Ok(()); // nothing arrived
+        }
+        each!(self, d => d.try_finish(), out)
     }
 }
 

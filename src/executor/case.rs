@@ -179,7 +179,7 @@ pub async fn run_case(
                 Some(raw) => planned
                     .slos
                     .iter()
-                    .filter_map(|(slo, _)| slo.judge_result_applicable(raw))
+                    .filter_map(|(slo, _)| slo.judge_result(raw))
                     .collect::<Vec<_>>(),
                 None => verdicts(&res.summary, &planned.slos),
             }),

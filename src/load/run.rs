@@ -484,7 +484,7 @@ pub(crate) async fn collect(
             Ok(None) => break, // every request task has ended and the dispatcher is done
             Err(_) => {}
         }
-        let progress = || Progress {
+        let tally = || Tally {
             n: n as u64,
             done: records.len() as u64,
             failed: errors,
@@ -494,7 +494,7 @@ pub(crate) async fn collect(
             tokens,
         };
         if let Some(b) = &bar {
-            let p = progress();
+            let p = tally();
             b.set_position(p.done);
             b.set_message(format!(
                 "in flight {} | queued {} | errors {} | {:.1} req/s | {:.0} tok/s",
@@ -507,7 +507,7 @@ pub(crate) async fn collect(
         }
         if let Some((every, at)) = next_line.as_mut() {
             if Instant::now() >= *at {
-                eprintln!("{}", progress().line(&opts.label));
+                eprintln!("{}", tally().line(&opts.label));
                 *at += *every;
             }
         }
@@ -544,7 +544,7 @@ pub(crate) async fn collect(
 
 /// Where a run's requests are, for the progress bar and the plain lines.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Progress {
+pub struct Tally {
     /// Requests the case sends.
     pub n: u64,
     /// Finished (completed or failed).
@@ -558,7 +558,7 @@ pub struct Progress {
     pub tokens: u64,
 }
 
-impl Progress {
+impl Tally {
     /// Sent and not finished.
     pub fn in_flight(&self) -> u64 {
         self.sent.saturating_sub(self.done)

@@ -305,7 +305,7 @@ pub fn case_view(
 /// Every SLO judged on a summary.
 pub fn verdicts(summary: &Summary, slos: &[(Slo, String)]) -> Vec<Verdict> {
     slos.iter()
-        .filter_map(|(slo, _)| slo.judge_applicable(summary))
+        .filter_map(|(slo, _)| slo.judge(summary))
         .collect()
 }
 

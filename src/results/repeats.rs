@@ -229,7 +229,7 @@ fn rejudge(out: &mut Map<String, Value>) {
     let new: Vec<Verdict> = old
         .into_iter()
         .filter_map(|v| match Slo::from_verdict(&v) {
-            Ok(slo) => slo.judge_result_applicable(out),
+            Ok(slo) => slo.judge_result(out),
             Err(_) => Some(v),
         })
         .collect();
@@ -263,7 +263,7 @@ mod tests {
     #[test]
     fn latencies_pool_rates_average_and_slos_are_judged_again() {
         let slo = Slo::from_entry("p99_ttft", &json!("<= 35ms")).unwrap();
-        let pass = json!([slo.judge_result(&run(1, &[0.010], json!([])))]);
+        let pass = json!([slo.judge_result(&run(1, &[0.010], json!([]))).unwrap()]);
         // Run 1 is fast, run 2 slow: p99 of run 1 alone passes, the pooled one does not.
         let a = run(1, &[0.010, 0.020, 0.030], pass.clone());
         let b = run(2, &[0.040, 0.050, 0.060], pass);
@@ -310,12 +310,12 @@ mod tests {
         })
         .unwrap();
         let r = json!({"completed": 9, "failed": 1});
-        let v = floor.judge_result(r.as_object().unwrap());
+        let v = floor.judge_result(r.as_object().unwrap()).unwrap();
         assert_eq!(
             (v.key.as_str(), v.actual, v.pass),
             ("min_success_rate", Some(90.0), false)
         );
-        let back = Slo::from_verdict(&floor.judge_result(r.as_object().unwrap())).unwrap();
+        let back = Slo::from_verdict(&floor.judge_result(r.as_object().unwrap()).unwrap()).unwrap();
         assert_eq!(back.threshold, 95.0);
     }
 }

@@ -5,12 +5,13 @@
 
 use std::io::Write;
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{SimProcess, benchplan, read_request, repo, scripted, stderr};
+use crate::support::{SimProcess, read_request, repo, scripted};
 
 /// One token event of a completions stream.
 const TOKEN: &str = "data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n";
@@ -79,21 +80,11 @@ impl Ran {
 
 /// `benchplan bench` against `base` with four requests, one at a time, no smoke request.
 fn bench(base: &str, extra: &[&str]) -> Ran {
-    let dir = std::env::temp_dir().join(format!(
-        "benchplan-fault-{}-{:x}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
     let tok = repo()
         .join("tests/fixtures/tokenizer")
         .display()
         .to_string();
-    let d = dir.display().to_string();
     let mut args = vec![
-        "bench",
         "--base-url",
         base,
         "--model",
@@ -110,26 +101,14 @@ fn bench(base: &str, extra: &[&str]) -> Ran {
         "3",
         "--no-smoke",
         "--disable-tqdm",
-        "--save-result",
-        "--result-dir",
-        &d,
-        "--result-filename",
-        "r.json",
     ];
     args.extend_from_slice(extra);
-    let t = Instant::now();
-    let out = benchplan(&args);
-    let took = t.elapsed();
-    let text = std::fs::read_to_string(dir.join("r.json")).ok();
-    let result = text.map(|t| serde_json::from_str(&t).expect("the result file is valid JSON"));
-    let _ = std::fs::remove_dir_all(&dir);
-    let err = stderr(&out);
-    assert!(!err.contains("panicked"), "benchplan panicked:\n{err}");
+    let r = crate::support::bench_run(Path::new(env!("CARGO_BIN_EXE_benchplan")), &args, &[], &[]);
     Ran {
-        code: out.status.code(),
-        stderr: err,
-        result,
-        took,
+        code: r.code,
+        stderr: r.stderr,
+        result: r.result,
+        took: r.took,
     }
 }
 
@@ -654,20 +633,13 @@ fn signal_mid_run(signal: i32, code: i32) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: sending a signal to our own child process.
-    unsafe {
-        libc::kill(child.id() as i32, signal);
-    }
-    let t = Instant::now();
-    let out = child.wait_with_output().unwrap();
+    let (out, took) = crate::support::signal_after(child, Duration::from_millis(1500), signal);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(code), "{err}");
     assert!(
-        t.elapsed() < Duration::from_secs(15),
-        "ended {:?} after signal {signal}",
-        t.elapsed()
+        took < Duration::from_secs(15),
+        "ended {took:?} after signal {signal}"
     );
     assert!(junit.is_file(), "junit.xml written");
     let s = std::fs::read_to_string(&summary).unwrap();

@@ -70,41 +70,23 @@ impl Bench {
 }
 
 /// `benchplan bench` against `base` with `args` after the common ones, the proxy
-/// variables of this process removed and `env` set.
+/// variables of this process removed and `env` set; the detailed result read back.
 fn bench(base: &str, args: &[&str], env: &[(&str, &str)]) -> Bench {
-    let dir = tempdir("field");
-    let tok = repo().join("tests/fixtures/tokenizer");
-    let mut cmd = Command::new(binary());
-    cmd.args(["bench", "--base-url", base, "--model", "benchplan-sim"]);
+    let tok = repo()
+        .join("tests/fixtures/tokenizer")
+        .display()
+        .to_string();
+    let mut all = vec!["--base-url", base, "--model", "benchplan-sim"];
     if !args.contains(&"--tokenizer") {
-        cmd.arg("--tokenizer").arg(&tok);
+        all.extend(["--tokenizer", &tok]);
     }
-    cmd.args(["--disable-tqdm", "--save-result", "--save-detailed"])
-        .arg("--result-dir")
-        .arg(&dir)
-        .args(["--result-filename", "r.json"])
-        .args(args)
-        .current_dir(repo());
-    for v in PROXY_VARS {
-        cmd.env_remove(v);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("benchplan runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        !stderr.contains("panicked"),
-        "benchplan panicked:\n{stderr}"
-    );
-    let result = std::fs::read_to_string(dir.join("r.json"))
-        .ok()
-        .map(|t| serde_json::from_str(&t).expect("the result is JSON"));
-    let _ = std::fs::remove_dir_all(&dir);
+    all.extend(["--disable-tqdm", "--save-detailed"]);
+    all.extend_from_slice(args);
+    let r = crate::support::bench_run(&binary(), &all, &PROXY_VARS, env);
     Bench {
-        code: out.status.code(),
-        stderr,
-        result,
+        code: r.code,
+        stderr: r.stderr,
+        result: r.result,
     }
 }
 

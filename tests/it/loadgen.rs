@@ -546,13 +546,8 @@ fn stopped_bench_saves_a_partial_result(signal: i32, code: i32) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    // SAFETY: sending a signal to our own child process.
-    unsafe {
-        libc::kill(child.id() as i32, signal);
-    }
-    let t = std::time::Instant::now();
-    let out = child.wait_with_output().unwrap();
+    let (out, took) =
+        crate::support::signal_after(child, std::time::Duration::from_millis(1500), signal);
     // Interrupted (128 + the signal), with what finished saved, well within the 30 s
     // Kubernetes gives a pod after SIGTERM.
     assert_eq!(
@@ -561,11 +556,7 @@ fn stopped_bench_saves_a_partial_result(signal: i32, code: i32) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(
-        t.elapsed() < std::time::Duration::from_secs(15),
-        "{:?}",
-        t.elapsed()
-    );
+    assert!(took < std::time::Duration::from_secs(15), "{took:?}");
     let file = std::fs::read_dir(&dir)
         .unwrap()
         .next()

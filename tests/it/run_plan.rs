@@ -655,28 +655,33 @@ fn junit_repeats_parallel_and_report_rerendering() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `bench --sim fast` (8 tokens in, 4 out) with `extra`, its result saved as `dir/name`.
+fn fast_bench_into(dir: &Path, name: &str, extra: &[&str]) {
+    let mut args = vec![
+        "bench",
+        "--sim",
+        "fast",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--save-result",
+        "--result-dir",
+        dir.to_str().unwrap(),
+        "--result-filename",
+        name,
+        "--disable-tqdm",
+    ];
+    args.extend_from_slice(extra);
+    let out = benchplan(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
 #[test]
 fn report_keeps_two_results_of_the_same_parameters_apart() {
     let dir = temp("twins");
     for name in ["first.json", "second.json"] {
-        let out = benchplan(&[
-            "bench",
-            "--sim",
-            "fast",
-            "--num-prompts",
-            "4",
-            "--random-input-len",
-            "8",
-            "--random-output-len",
-            "4",
-            "--save-result",
-            "--result-dir",
-            dir.to_str().unwrap(),
-            "--result-filename",
-            name,
-            "--disable-tqdm",
-        ]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        fast_bench_into(&dir, name, &["--num-prompts", "4"]);
     }
     let out = benchplan(&["report", dir.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -692,26 +697,11 @@ fn report_keeps_two_results_of_the_same_parameters_apart() {
 fn report_reads_a_folder_of_vllm_results() {
     let dir = temp("vllmdir");
     for c in ["2", "4", "16"] {
-        let out = benchplan(&[
-            "bench",
-            "--sim",
-            "fast",
-            "--num-prompts",
-            "20",
-            "--max-concurrency",
-            c,
-            "--random-input-len",
-            "8",
-            "--random-output-len",
-            "4",
-            "--save-result",
-            "--result-dir",
-            dir.to_str().unwrap(),
-            "--result-filename",
+        fast_bench_into(
+            &dir,
             &format!("c{c}.json"),
-            "--disable-tqdm",
-        ]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            &["--num-prompts", "20", "--max-concurrency", c],
+        );
     }
     // A plain vLLM result has no `benchplan` block: its file name names the case.
     let c2 = dir.join("c2.json");

@@ -8,8 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::support::{batch_dir, read_json, read_request, repo, scripted, tempdir};
 
 fn benchplan_in(dir: &Path, args: &[&str]) -> Output {
@@ -17,6 +15,32 @@ fn benchplan_in(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .output()
+        .unwrap()
+}
+
+/// `run PLAN --resume BATCH --quiet` and `extra`.
+fn resume(dir: &Path, plan: &Path, batch: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        plan.to_str().unwrap(),
+        "--resume",
+        batch.to_str().unwrap(),
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    benchplan_in(dir, &args)
+}
+
+/// `run PLAN --quiet` and `extra` in the background, its output discarded.
+fn run_in_background(plan: &Path, extra: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .arg("run")
+        .arg(plan)
+        .arg("--quiet")
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
         .unwrap()
 }
 
@@ -85,24 +109,9 @@ fn a_run_folder_has_one_writer_and_a_dead_ones_lock_is_taken_over() {
     let dir = tempdir("lock");
     // About 2 s a case: long enough to be caught running, short enough to resume.
     let p = plan(&dir, 30);
-    let first = Command::new(env!("CARGO_BIN_EXE_benchplan"))
-        .arg("run")
-        .arg(&p)
-        .arg("--quiet")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let first = run_in_background(&p, &[]);
     let batch = locked_folder(&dir.join("results/batch"));
-    let second = benchplan_in(
-        &dir,
-        &[
-            "run",
-            p.to_str().unwrap(),
-            "--resume",
-            batch.to_str().unwrap(),
-        ],
-    );
+    let second = resume(&dir, &p, &batch, &[]);
     assert_eq!(second.status.code(), Some(2), "{}", err(&second));
     assert!(
         err(&second).contains(&format!("pid {}", first.id())),
@@ -114,16 +123,7 @@ fn a_run_folder_has_one_writer_and_a_dead_ones_lock_is_taken_over() {
     let _ = first.kill();
     let _ = first.wait();
     assert!(batch.join(".benchplan.lock").exists());
-    let third = benchplan_in(
-        &dir,
-        &[
-            "run",
-            p.to_str().unwrap(),
-            "--resume",
-            batch.to_str().unwrap(),
-            "--quiet",
-        ],
-    );
+    let third = resume(&dir, &p, &batch, &[]);
     let e = err(&third);
     assert!(
         e.contains("took over the lock") && e.contains(&format!("pid {}", first.id())),
@@ -141,14 +141,7 @@ fn a_run_folder_has_one_writer_and_a_dead_ones_lock_is_taken_over() {
 fn merge_refuses_a_shard_a_run_is_still_writing() {
     let dir = tempdir("lock-merge");
     let p = plan(&dir, 300);
-    let mut shard = Command::new(env!("CARGO_BIN_EXE_benchplan"))
-        .arg("run")
-        .arg(&p)
-        .args(["--quiet", "--shard", "1/2", "--shard-by", "case"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut shard = run_in_background(&p, &["--shard", "1/2", "--shard-by", "case"]);
     locked_folder(&dir.join("results/batch"));
     let out = benchplan_in(
         &dir,
@@ -187,18 +180,7 @@ fn a_result_that_cannot_be_written_stops_the_traffic_and_every_lost_output_is_na
     std::fs::remove_file(batch.join("report.md")).unwrap();
     std::fs::create_dir_all(batch.join("report.md/blocked")).unwrap();
     let junit = dir.join("junit.xml");
-    let out = benchplan_in(
-        &dir,
-        &[
-            "run",
-            p.to_str().unwrap(),
-            "--resume",
-            batch.to_str().unwrap(),
-            "--quiet",
-            "--junit",
-            junit.to_str().unwrap(),
-        ],
-    );
+    let out = resume(&dir, &p, &batch, &["--junit", junit.to_str().unwrap()]);
     let e = err(&out);
     assert_eq!(out.status.code(), Some(1), "{e}");
     assert!(
@@ -327,12 +309,7 @@ fn an_interrupt_during_the_smoke_request_exits_130() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
-    // SAFETY: a signal to our own child.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let out = child.wait_with_output().unwrap();
+    let (out, _) = crate::support::signal_after(child, Duration::from_millis(1000), libc::SIGINT);
     assert_eq!(out.status.code(), Some(130), "{}", err(&out));
 }
 
@@ -384,7 +361,6 @@ fn prewarming_opens_what_the_schedule_can_have_in_flight() {
     // A fast rate with slow requests: rate × twice the latency, with headroom.
     let k = prewarm_count(&p(100.0, None), 10_000, Some(5.0));
     assert!((1000..1200).contains(&k), "{k}");
-    let _ = Value::Null;
 }
 
 #[test]

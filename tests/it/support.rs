@@ -320,3 +320,67 @@ pub async fn tls_front(backend: std::net::SocketAddr) -> (std::net::SocketAddr, 
     });
     (addr, pem)
 }
+
+/// What one `benchplan bench` run left: its exit code, stderr and result file.
+pub struct BenchRun {
+    pub code: Option<i32>,
+    pub stderr: String,
+    pub result: Option<serde_json::Value>,
+    pub took: std::time::Duration,
+}
+
+/// Runs `bin bench` with `args`, its result written as `r.json` into a fresh folder
+/// (added here), `env_remove` cleared and `env` set; reads the result back and fails
+/// the test if benchplan panicked.
+pub fn bench_run(bin: &Path, args: &[&str], env_remove: &[&str], env: &[(&str, &str)]) -> BenchRun {
+    let dir = tempdir("bench-run");
+    let mut cmd = Command::new(bin);
+    cmd.arg("bench")
+        .args(args)
+        .args([
+            "--save-result",
+            "--result-filename",
+            "r.json",
+            "--result-dir",
+        ])
+        .arg(&dir)
+        .current_dir(repo());
+    for v in env_remove {
+        cmd.env_remove(v);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let t = std::time::Instant::now();
+    let out = cmd.output().expect("benchplan runs");
+    let took = t.elapsed();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "benchplan panicked:\n{err}");
+    let result = std::fs::read_to_string(dir.join("r.json"))
+        .ok()
+        .map(|t| serde_json::from_str(&t).expect("the result file is valid JSON"));
+    let _ = std::fs::remove_dir_all(&dir);
+    BenchRun {
+        code: out.status.code(),
+        stderr: err,
+        result,
+        took,
+    }
+}
+
+/// Sends `signal` to `child` after `after`, then waits for it: its output and how long
+/// it took to end after the signal.
+pub fn signal_after(
+    child: std::process::Child,
+    after: std::time::Duration,
+    signal: i32,
+) -> (Output, std::time::Duration) {
+    std::thread::sleep(after);
+    // SAFETY: a signal to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, signal);
+    }
+    let t = std::time::Instant::now();
+    let out = child.wait_with_output().expect("the child ends");
+    (out, t.elapsed())
+}

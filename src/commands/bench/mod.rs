@@ -215,7 +215,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
             .slos
             .iter()
             .filter(|(slo, _)| slo.key == crate::planner::check::MIN_OUTPUT_RATIO)
-            .filter_map(|(slo, _)| slo.judge_applicable(&result.summary))
+            .filter_map(|(slo, _)| slo.judge(&result.summary))
             .filter(|v| !v.pass)
             .map(|v| v.message)
             .collect();

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use crate::sim::vocab;
 
 /// A tokenizer: built-in words, a loaded `tokenizer.json`, or the target server's own
-/// `/tokenize` and `/detokenize` (plain http only; used while building datasets).
+/// tokenize and detokenize endpoints (plain http only; used while building datasets).
 #[derive(Clone)]
 pub enum TokenModel {
     Builtin,
     Hf(Arc<HfTokenizer>),
-    /// A server with vLLM's /tokenize and /detokenize.
+    /// A server's own endpoints (vLLM's, llama.cpp's or llama-cpp-python's).
     Server(ServerAddr),
 }
 
@@ -22,6 +22,101 @@ pub enum TokenModel {
 pub struct ServerAddr {
     pub addr: String,
     pub via: Option<crate::client::proxy::Via>,
+    pub api: TokenizeApi,
+}
+
+/// The tokenize endpoints servers offer, in the order they are tried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenizeApi {
+    /// vLLM (and SGLang): `/tokenize {prompt, add_special_tokens}` → `{tokens, count}`,
+    /// `/detokenize {tokens}` → `{prompt}`.
+    Vllm,
+    /// llama.cpp's `llama-server`: `/tokenize {content, add_special}` → `{tokens}`,
+    /// `/detokenize {tokens}` → `{content}`.
+    LlamaCpp,
+    /// llama-cpp-python's server: `/extras/tokenize {input}` → `{tokens}` (with the
+    /// model's BOS when it adds one), `/extras/detokenize {tokens}` → `{text}`.
+    LlamaCppPython,
+}
+
+impl TokenizeApi {
+    pub const ALL: [TokenizeApi; 3] = [
+        TokenizeApi::Vllm,
+        TokenizeApi::LlamaCpp,
+        TokenizeApi::LlamaCppPython,
+    ];
+
+    /// The server this form is known from.
+    pub fn server(self) -> &'static str {
+        match self {
+            TokenizeApi::Vllm => "vLLM's",
+            TokenizeApi::LlamaCpp => "llama.cpp's",
+            TokenizeApi::LlamaCppPython => "llama-cpp-python's",
+        }
+    }
+
+    /// The tokenize path.
+    pub fn tokenize_path(self) -> &'static str {
+        match self {
+            TokenizeApi::Vllm | TokenizeApi::LlamaCpp => "/tokenize",
+            TokenizeApi::LlamaCppPython => "/extras/tokenize",
+        }
+    }
+
+    pub fn tokenize_body(self, text: &str, special: bool) -> serde_json::Value {
+        match self {
+            TokenizeApi::Vllm => serde_json::json!({"prompt": text, "add_special_tokens": special}),
+            TokenizeApi::LlamaCpp => serde_json::json!({"content": text, "add_special": special}),
+            TokenizeApi::LlamaCppPython => serde_json::json!({"input": text}),
+        }
+    }
+
+    fn detokenize(self) -> (&'static str, &'static str) {
+        match self {
+            TokenizeApi::Vllm => ("/detokenize", "prompt"),
+            TokenizeApi::LlamaCpp => ("/detokenize", "content"),
+            TokenizeApi::LlamaCppPython => ("/extras/detokenize", "text"),
+        }
+    }
+}
+
+impl ServerAddr {
+    /// Token ids of `text` (with the special tokens the server adds when `special`);
+    /// empty when the server does not answer with tokens.
+    fn tokenize(&self, text: &str, special: bool) -> Vec<u32> {
+        let ids: Vec<u32> = server_call(
+            self,
+            self.api.tokenize_path(),
+            &self.api.tokenize_body(text, special),
+        )
+        .ok()
+        .and_then(|v| {
+            v["tokens"].as_array().map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_u64())
+                    .map(|x| x as u32)
+                    .collect()
+            })
+        })
+        .unwrap_or_default();
+        if special || self.api != TokenizeApi::LlamaCppPython {
+            return ids;
+        }
+        // llama-cpp-python always adds the model's special prefix (a BOS): drop it.
+        let prefix = self.tokenize("", true);
+        match ids.strip_prefix(prefix.as_slice()) {
+            Some(rest) => rest.to_vec(),
+            None => ids,
+        }
+    }
+
+    fn detokenize(&self, ids: &[u32]) -> String {
+        let (path, key) = self.api.detokenize();
+        server_call(self, path, &serde_json::json!({"tokens": ids}))
+            .ok()
+            .and_then(|v| v[key].as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
 }
 
 impl std::fmt::Display for ServerAddr {
@@ -119,21 +214,7 @@ impl TokenModel {
                 .encode_fast(text, false)
                 .map(|e| e.get_ids().to_vec())
                 .unwrap_or_default(),
-            TokenModel::Server(addr) => server_call(
-                addr,
-                "/tokenize",
-                &serde_json::json!({"prompt": text, "add_special_tokens": false}),
-            )
-            .ok()
-            .and_then(|v| {
-                v["tokens"].as_array().map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_u64())
-                        .map(|x| x as u32)
-                        .collect()
-                })
-            })
-            .unwrap_or_default(),
+            TokenModel::Server(addr) => addr.tokenize(text, false),
         }
     }
 
@@ -153,12 +234,7 @@ impl TokenModel {
         match self {
             TokenModel::Builtin => vocab::decode(ids),
             TokenModel::Hf(t) => t.inner.decode(ids, true).unwrap_or_default(),
-            TokenModel::Server(addr) => {
-                server_call(addr, "/detokenize", &serde_json::json!({"tokens": ids}))
-                    .ok()
-                    .and_then(|v| v["prompt"].as_str().map(str::to_string))
-                    .unwrap_or_default()
-            }
+            TokenModel::Server(addr) => addr.detokenize(ids),
         }
     }
 
@@ -196,14 +272,7 @@ impl TokenModel {
         match self {
             TokenModel::Builtin => 0,
             TokenModel::Hf(t) => t.inner.encode_fast("", true).map_or(0, |e| e.len() as u64),
-            TokenModel::Server(addr) => server_call(
-                addr,
-                "/tokenize",
-                &serde_json::json!({"prompt": "", "add_special_tokens": true}),
-            )
-            .ok()
-            .and_then(|v| v["count"].as_u64())
-            .unwrap_or(0),
+            TokenModel::Server(addr) => addr.tokenize("", true).len() as u64,
         }
     }
 

@@ -17,6 +17,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::plan::shape::{ChatContent, MaxTokensKey};
 use crate::plan::{Backend, CaseParams};
 
 /// What one request carries.
@@ -190,6 +191,7 @@ pub fn build_body(
     params: &CaseParams,
 ) -> Vec<u8> {
     let mut body = Map::new();
+    let shape = &params.request_shape;
     let model = input.model.as_deref().unwrap_or(model);
     body.insert("model".into(), Value::String(model.to_string()));
     match backend {
@@ -213,21 +215,30 @@ pub fn build_body(
             streaming(&mut body, params);
         }
         Backend::OpenaiChat => {
-            let messages = match &input.prompt {
-                Prompt::Messages(m) => m.clone(),
-                Prompt::Text(t) => {
+            let as_string = shape.chat_content == Some(ChatContent::String);
+            let user = |t: String| {
+                if as_string {
+                    json!([{"role": "user", "content": t}])
+                } else {
                     json!([{"role": "user", "content": [{"type": "text", "text": t}]}])
                 }
-                Prompt::Batch(b) => {
-                    json!([{"role": "user", "content": [{"type": "text", "text": b.join(" ")}]}])
-                }
+            };
+            let messages = match &input.prompt {
+                Prompt::Messages(m) if as_string => text_content(m),
+                Prompt::Messages(m) => m.clone(),
+                Prompt::Text(t) => user(t.clone()),
+                Prompt::Batch(b) => user(b.join(" ")),
                 Prompt::Rerank { query, documents } => {
-                    json!([{"role": "user", "content": [{"type": "text", "text": format!("{query} {}", documents.join(" "))}]}])
+                    user(format!("{query} {}", documents.join(" ")))
                 }
                 Prompt::Audio(_) => json!([{"role": "user", "content": ""}]),
             };
             body.insert("messages".into(), messages);
-            body.insert("max_completion_tokens".into(), json!(input.output_len));
+            let key = match shape.max_tokens_key {
+                Some(MaxTokensKey::MaxTokens) => "max_tokens",
+                _ => "max_completion_tokens",
+            };
+            body.insert(key.into(), json!(input.output_len));
             streaming(&mut body, params);
         }
         Backend::OpenaiResponses => {
@@ -320,8 +331,35 @@ fn audio_form(fields: &Map<String, Value>, prompt: &Prompt) -> Vec<u8> {
 
 fn streaming(body: &mut Map<String, Value>, p: &CaseParams) {
     body.insert("stream".into(), Value::Bool(true));
-    body.insert("stream_options".into(), json!({"include_usage": true}));
+    if p.request_shape.stream_options != Some(false) {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
     sampling(body, p);
+}
+
+/// Chat messages with each content that is only text parts as one string (`chat_content
+/// = "string"`); contents with other parts (images, audio) stay lists.
+fn text_content(messages: &Value) -> Value {
+    let mut m = messages.clone();
+    for msg in m.as_array_mut().into_iter().flatten() {
+        let Some(Value::Array(parts)) = msg.get("content") else {
+            continue;
+        };
+        let texts: Option<Vec<&str>> = parts
+            .iter()
+            .map(
+                |p| match (p.get("type").and_then(Value::as_str), p.get("text")) {
+                    (Some("text"), Some(Value::String(t))) => Some(t.as_str()),
+                    _ => None,
+                },
+            )
+            .collect();
+        if let Some(texts) = texts {
+            let joined = texts.join("\n");
+            msg["content"] = Value::String(joined);
+        }
+    }
+    m
 }
 
 /// `ignore_eos` and the sampling parameters that are set.
@@ -392,6 +430,50 @@ mod tests {
             arrival: None,
         };
         serde_json::from_slice(&build_body(backend, "m", &input, params)).unwrap()
+    }
+
+    #[test]
+    fn request_shape_words_the_chat_body_and_leaves_unset_fields_as_vllm_sends_them() {
+        use crate::plan::shape::RequestShape;
+        let p = CaseParams {
+            request_shape: RequestShape {
+                chat_content: Some(ChatContent::String),
+                stream_options: Some(false),
+                max_tokens_key: Some(MaxTokensKey::MaxTokens),
+                ..RequestShape::default()
+            },
+            ..CaseParams::default()
+        };
+        let b = body(Backend::OpenaiChat, &p);
+        assert_eq!(b["messages"], json!([{"role": "user", "content": "hello"}]));
+        assert_eq!(b["max_tokens"], 8);
+        assert!(b.get("max_completion_tokens").is_none() && b.get("stream_options").is_none());
+        assert_eq!(b["stream"], true);
+        // Completions have one output key and no content parts: only stream_options applies.
+        let b = body(Backend::Openai, &p);
+        assert_eq!(
+            (b["prompt"].as_str(), b["max_tokens"].as_u64()),
+            (Some("hello"), Some(8))
+        );
+        assert!(b.get("stream_options").is_none());
+        // A ready message list: text-only contents become strings, others stay lists.
+        let msgs = json!([
+            {"role": "system", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+            {"role": "user", "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "x"}}]},
+            {"role": "assistant", "content": "plain"}
+        ]);
+        let input = RequestInput {
+            model: None,
+            prompt: Prompt::Messages(msgs.clone()),
+            prompt_len: 1,
+            output_len: 8,
+            arrival: None,
+        };
+        let b: Value =
+            serde_json::from_slice(&build_body(Backend::OpenaiChat, "m", &input, &p)).unwrap();
+        assert_eq!(b["messages"][0]["content"], "a\nb");
+        assert_eq!(b["messages"][1]["content"], msgs[1]["content"]);
+        assert_eq!(b["messages"][2]["content"], "plain");
     }
 
     #[test]

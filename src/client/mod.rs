@@ -20,6 +20,7 @@ pub mod proxy;
 #[cfg(target_os = "linux")]
 mod reader;
 pub mod request;
+pub mod request_id;
 pub mod responses;
 pub mod rx_time;
 pub mod sse;

@@ -98,6 +98,8 @@ pub struct Target {
     pub proxy: Option<Via>,
     /// Where 307/308 redirects led.
     pub route: Arc<Route>,
+    /// How request ids are sent (`x-request-id: {prefix}{n}` unless the shape says otherwise).
+    pub request_ids: super::request_id::RequestIds,
 }
 
 /// Where a target's redirects led: the URL a redirect named last, and the native
@@ -142,7 +144,20 @@ impl Target {
             limits,
             proxy: None,
             route: Arc::default(),
+            request_ids: Default::default(),
         }
+    }
+
+    /// This target sending request ids as `shape` says (the planner has checked its
+    /// header name; one that does not parse keeps `x-request-id`).
+    pub fn worded(mut self, shape: &crate::plan::shape::RequestShape) -> Target {
+        self.request_ids = super::request_id::RequestIds::of(shape).unwrap_or_else(|_| {
+            super::request_id::RequestIds {
+                form: shape.request_id,
+                header: None,
+            }
+        });
+        self
     }
 
     /// This target with `proxies` applied to the native client's requests (reqwest's
@@ -273,7 +288,16 @@ async fn send_sized(
         },
         ..Outcome::default()
     };
-    send_inner(target, body, request_id, extra, &mut out).await;
+    // Worded before the clock starts, as vLLM builds its headers.
+    let worded = target.request_ids.word(request_id, extra);
+    send_inner(
+        target,
+        body,
+        worded.x_request_id.as_deref(),
+        worded.extra,
+        &mut out,
+    )
+    .await;
     if !out.sample.success {
         // vLLM's failed outputs keep no text (TTFT and ITL as measured).
         out.sample.text.clear();

@@ -1,6 +1,9 @@
 //! `benchplan init`: a commented starter plan that validates as written. Against the
 //! embedded simulator by default; with `--base-url` it names the first model the
-//! server lists at /v1/models (or the `--model` given, without asking).
+//! server lists at /v1/models (or the `--model` given, without asking), and the
+//! tokenizer a run can use (the model itself when it is one here, else the server's own
+//! tokenize endpoint when it has one). The service's own keys (backend, tokenizer) sit
+//! on the service, not in `[defaults]`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -25,41 +28,57 @@ pub struct InitArgs {
     pub force: bool,
 }
 
-/// The plan's text: one service, a concurrency sweep, SLOs, every line explained.
-pub fn starter_plan(service: &Service) -> String {
+/// The plan's text, for the file `file`: one service, a concurrency sweep, SLOs, every
+/// line explained.
+pub fn starter_plan(service: &Service, file: &str) -> String {
     let target = match service {
         Service::Sim => "\
 # The embedded simulator: no GPU, no network. Swap it for a real server with
 #   base_url = \"http://127.0.0.1:8000\"   (and model = \"...\" if it serves several)
 [services.sim]
 sim = { preset = \"tiny\" }
+backend = \"openai-chat\"            # or openai (completions), openai-embeddings, vllm-rerank
 "
         .to_string(),
-        Service::Server { base_url, model } => format!(
-            "\
+        Service::Server {
+            base_url,
+            model,
+            tokenizer,
+        } => {
+            let tokenizer = match tokenizer {
+                Some(t) => format!(
+                    "tokenizer = {}                # counts the prompt tokens: a tokenizer.json, a model folder, a Hugging Face id, or \"server\"\n",
+                    toml_str(t)
+                ),
+                None => "# tokenizer = \"...\"             # the model is its own tokenizer here\n"
+                    .into(),
+            };
+            format!(
+                "\
 # The server under test. An API key comes from the environment, never the plan:
 #   api_key_env = \"OPENAI_API_KEY\"
 [services.server]
 base_url = {}
 model = {}
-",
-            toml_str(base_url),
-            toml_str(model)
-        ),
+backend = \"openai-chat\"            # or openai (completions), openai-embeddings, vllm-rerank
+{tokenizer}",
+                toml_str(base_url),
+                toml_str(model)
+            )
+        }
     };
     format!(
         "\
 # A benchplan plan, written by `benchplan init`. Check it with
-#   benchplan validate {{this file}}      (every problem, with line and fix)
-#   benchplan cases {{this file}}         (the cases it expands to)
-# and run it with `benchplan run {{this file}}`. `benchplan schema` prints every key.
+#   benchplan validate {file}      (every problem, with line and fix)
+#   benchplan cases {file}         (the cases it expands to)
+# and run it with `benchplan run {file}`. `benchplan schema` prints every key.
 name = \"starter\"
 description = \"A concurrency sweep with SLOs\"
 
 {target}
 # What every case sends unless the matrix says otherwise (vllm bench serve's names).
 [defaults]
-backend = \"openai-chat\"            # or openai (completions), openai-embeddings, vllm-rerank
 dataset = {{ name = \"random\", input_len = 256, output_len = 64 }}
 num_prompts = 100                   # measured requests per case
 num_warmups = 2                     # unmeasured requests first
@@ -81,7 +100,12 @@ success_rate = \">= 99%\"
 /// What the plan benchmarks.
 pub enum Service {
     Sim,
-    Server { base_url: String, model: String },
+    Server {
+        base_url: String,
+        model: String,
+        /// None: the model names a tokenizer this machine has.
+        tokenizer: Option<String>,
+    },
 }
 
 fn toml_str(s: &str) -> String {
@@ -103,10 +127,27 @@ pub fn run(args: &InitArgs) -> Exit {
                     }
                 },
             };
-            Service::Server { base_url, model }
+            let tokenizer = match tokenizer_for(&base_url, &model) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Exit::Runtime;
+                }
+            };
+            Service::Server {
+                base_url,
+                model,
+                tokenizer,
+            }
         }
     };
-    let text = starter_plan(&service);
+    let file = if args.output.as_os_str() == "-" {
+        "PLAN.toml".to_string()
+    } else {
+        // A comment line ends at a line break: a path with one is not quoted whole.
+        args.output.display().to_string().replace(['\n', '\r'], " ")
+    };
+    let text = starter_plan(&service, &file);
     if args.output.as_os_str() == "-" {
         print!("{text}");
         return Exit::Ok;
@@ -133,6 +174,28 @@ pub fn run(args: &InitArgs) -> Exit {
             Exit::Runtime
         }
     }
+}
+
+/// The tokenizer a run of `model` on `base_url` can use: none needed when the model is
+/// a tokenizer here or a Hugging Face id, "server" when the server tokenizes; else an error that says what to
+/// pass (a plan that would not validate is not written).
+fn tokenizer_for(base_url: &str, model: &str) -> Result<Option<String>, String> {
+    if crate::tokenizer::find_local(model).is_some() {
+        return Ok(None);
+    }
+    if crate::planner::tokenizer::is_hub_id(model) {
+        // A hub id: a run downloads its tokenizer once (exact, and local after that).
+        return Ok(None);
+    }
+    let server = base_url
+        .strip_prefix("http://")
+        .and_then(|addr| crate::load::target::server_tokenizer(addr, None));
+    if server.is_some() {
+        return Ok(Some("server".into()));
+    }
+    Err(format!(
+        "model `{model}` is no tokenizer this machine has and {base_url} has no tokenize endpoint benchplan knows; pass the tokenizer the plan should name: the model's Hugging Face id or a tokenizer.json (`benchplan init --base-url {base_url} --model ID`, then set `tokenizer` on the service)"
+    ))
 }
 
 /// The first model `base_url` lists.
@@ -163,10 +226,15 @@ mod tests {
 
     #[test]
     fn server_values_are_quoted_as_toml() {
-        let text = starter_plan(&Service::Server {
-            base_url: "http://h:1".into(),
-            model: "org/m \"q\"".into(),
-        });
+        let text = starter_plan(
+            &Service::Server {
+                base_url: "http://h:1".into(),
+                model: "org/m \"q\"".into(),
+                tokenizer: Some("server".into()),
+            },
+            "my plan.toml",
+        );
+        assert!(!text.contains("{this file}") && text.contains("benchplan validate my plan.toml"));
         let v: toml::Value = toml::from_str(&text).expect("valid TOML");
         assert_eq!(
             v["services"]["server"]["model"].as_str(),

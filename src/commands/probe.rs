@@ -25,66 +25,8 @@ use serde_json::Value;
 use crate::client::backend::{RequestInput, build_body};
 use crate::client::request::{Limits, Target, send};
 use crate::exit::Exit;
-use crate::load::target::{Resolved, discover_model};
+use crate::load::target::discover_model;
 use crate::plan::{Backend, CaseParams, Service};
-
-/// For an external service whose plan names the model: the server must list it.
-pub async fn check_model(r: &Resolved, svc: &Service) -> Result<(), String> {
-    let (Some(model), None) = (&svc.model, &svc.sim) else {
-        return Ok(());
-    };
-    let url = format!("{}/v1/models", r.base_url);
-    let resp = r
-        .client
-        .get(&url)
-        .headers(r.headers.clone())
-        .timeout(Duration::from_secs(30))
-        .send()
-        .await
-        .map_err(|e| format!("cannot reach {url}: {}", crate::client::http::describe(&e)))?;
-    if !resp.status().is_success() {
-        // Some servers have no /v1/models; the smoke request of each case still checks the model.
-        return Ok(());
-    }
-    let v: Value =
-        serde_json::from_slice(&resp.bytes().await.map_err(|e| e.to_string())?).unwrap_or_default();
-    let ids: Vec<&str> = v["data"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["id"].as_str())
-        .collect();
-    if ids.is_empty() || ids.contains(&model.as_str()) {
-        Ok(())
-    } else {
-        Err(format!(
-            "the plan says model `{model}`, but {url} serves {}; fix `model` in the plan or point base_url at the right server",
-            crate::escape::console(&ids.join(", "))
-        ))
-    }
-}
-
-/// One small request with a case's backend, before any case runs; it gets a minute.
-pub async fn smoke(r: &Resolved, svc: &Service, params: &CaseParams) -> Result<(), String> {
-    let mut target = (*crate::load::target::target(r, svc, params)).clone();
-    target.limits = Limits {
-        total: Duration::from_secs(60),
-        idle: Duration::from_secs(60),
-        ..Limits::default()
-    };
-    let input = RequestInput::hello(target.backend, 4);
-    let o = send(
-        &target,
-        build_body(target.backend, &target.model, &input, params),
-        None,
-    )
-    .await;
-    match o.sample.error {
-        None if o.sample.success => Ok(()),
-        Some(e) => Err(format!("{}: {}", e.kind, e.message)),
-        None => Err("no answer".into()),
-    }
-}
 
 async fn status(client: &reqwest::Client, url: &str, headers: &HeaderMap) -> String {
     let t = Instant::now();
@@ -105,7 +47,8 @@ async fn status(client: &reqwest::Client, url: &str, headers: &HeaderMap) -> Str
 }
 
 /// Where a run would find the tokenizer of `root` (a plan without `tokenizer` uses the
-/// model's root), and whether the server's /tokenize is an alternative.
+/// model's root), and whether the server's own tokenize endpoint (any form a run tries)
+/// is an alternative.
 async fn tokenizer_line(
     client: &reqwest::Client,
     base: &str,
@@ -120,27 +63,36 @@ async fn tokenizer_line(
     } else {
         format!("`{root}` is no tokenizer this machine has: a run needs `tokenizer` set")
     };
-    let tokenize = client
-        .post(format!("{base}/tokenize"))
-        .headers(headers.clone())
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(serde_json::json!({"model": model, "prompt": "Say hello."}).to_string())
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await;
-    let server = match tokenize {
-        Ok(r) if r.status().is_success() => {
-            let v: Value =
-                serde_json::from_slice(&r.bytes().await.unwrap_or_default()).unwrap_or_default();
-            v["tokens"].is_array()
+    for api in crate::tokenizer::TokenizeApi::ALL {
+        let mut body = api.tokenize_body("Say hello.", false);
+        body["model"] = Value::String(model.to_string());
+        let answer = client
+            .post(format!("{base}{}", api.tokenize_path()))
+            .headers(headers.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string())
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        let tokens = match answer {
+            Ok(r) if r.status().is_success() => {
+                let v: Value = serde_json::from_slice(&r.bytes().await.unwrap_or_default())
+                    .unwrap_or_default();
+                v["tokens"].as_array().is_some_and(|a| !a.is_empty())
+            }
+            _ => false,
+        };
+        if tokens {
+            return format!(
+                "{local}; the server tokenizes at {} ({} form), so tokenizer = \"server\" works too",
+                api.tokenize_path(),
+                api.server()
+            );
         }
-        _ => false,
-    };
-    if server {
-        format!("{local}; the server answers /tokenize, so tokenizer = \"server\" works too")
-    } else {
-        format!("{local}; the server has no /tokenize")
     }
+    format!(
+        "{local}; the server has no tokenize endpoint benchplan knows (/tokenize, /extras/tokenize), so tokenizer = \"server\" cannot work"
+    )
 }
 
 /// How `probe` reaches a service.
@@ -357,9 +309,14 @@ pub fn run(args: ProbeArgs) -> Exit {
                 ..CaseParams::default()
             };
             let input = RequestInput::hello(b, 8);
-            let o = send(&target, build_body(b, &model, &input, &params), None)
-                .await
-                .sample;
+            // Worded as a run's requests (a request id included).
+            let o = send(
+                &target,
+                build_body(b, &model, &input, &params),
+                Some(crate::load::preflight::SMOKE_ID),
+            )
+            .await
+            .sample;
             let line = if o.success {
                 any_ok = true;
                 if b.is_pooling() {
@@ -382,6 +339,21 @@ pub fn run(args: ProbeArgs) -> Exit {
                     .map_or_else(|| "failed".into(), |e| format!("{}: {}", e.kind, e.message))
             };
             say!("{:<12}{} {}", "endpoint:", b.default_endpoint(), line);
+            if !o.success {
+                use crate::load::preflight::{Fit, fit};
+                match fit(&target, &params, &input).await {
+                    Fit::Found(f) => {
+                        any_ok = true;
+                        say!(
+                            "{:<12}it takes request_shape {{ {} }} (a run finds and uses it; set it on the service to choose)",
+                            "",
+                            f.shape.describe().join(", ")
+                        );
+                    }
+                    Fit::Refused(e) => say!("{:<12}{}", "", crate::escape::console(&e)),
+                    Fit::Ok | Fit::Failed(_) => {}
+                }
+            }
         }
         if any_ok { Exit::Ok } else { Exit::Runtime }
     })

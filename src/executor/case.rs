@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::{RunControl, json_bytes};
 use crate::load::case::execute;
+use crate::load::preflight::{self, Prepared};
 use crate::load::run::RunOptions;
 use crate::load::target::Resolved;
 use crate::planner::{Case, Planned};
@@ -120,15 +121,17 @@ pub async fn run_case(
         .unwrap_or_else(|| (1..=repeats).collect());
     let rep_files = repeats > 1 || case.repeats.is_some();
     // Like vLLM's sweep: start each case with a cold prefix cache, so a case does not
-    // measure the prompts of the one before. Best effort: not every server has the endpoint.
-    let reset = resolved
-        .client
-        .post(format!("{}/reset_prefix_cache", resolved.base_url))
-        .headers(resolved.headers.clone())
-        .timeout(std::time::Duration::from_secs(10))
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success());
+    // measure the prompts of the one before. Not every server has the endpoint: a
+    // refusal is recorded and warned about.
+    let prepared = Prepared {
+        reset: Some(
+            preflight::reset_prefix_cache(&resolved.client, &resolved.base_url, &resolved.headers)
+                .await,
+        ),
+        found: resolved.found.clone(),
+    };
+    // The wording the service accepted fills what the plan left unset.
+    let params = preflight::shaped(&case.params, resolved.found.as_ref());
     let mut results: Vec<Map<String, Value>> = Vec::new();
     let mut problems = Vec::new();
     let mut ended = None;
@@ -139,9 +142,11 @@ pub async fn run_case(
             label: case.id.clone(),
             stop: ctl.case_stop(),
             deadline: plan.execution.timeout.map(|t| Instant::now() + t.0),
+            // Dataset files are relative to the plan's folder, as `validate` reads them.
+            data_dir: planned.source.dir.clone(),
             ..RunOptions::default()
         };
-        let res = match execute(resolved, svc, &case.params, &opts).await {
+        let res = match execute(resolved, svc, &params, &opts).await {
             Ok(r) => r,
             Err(e) => {
                 let status = if opts.deadline.is_some_and(|d| Instant::now() >= d) {
@@ -164,13 +169,13 @@ pub async fn run_case(
             model_id: resolved.model_root.clone(),
             tokenizer_id: Some(resolved.tokenizer_id.clone()),
         };
-        let mut extras = res.extras(&case.params, reset);
+        let mut extras = res.extras(&params, &prepared);
         extras.insert("case_id".into(), json!(case.id));
         extras.insert("service".into(), json!(case.service));
         extras.insert("repeat".into(), json!(rep));
         extras.insert(
             "params".into(),
-            serde_json::to_value(&case.params).expect("params serialise"),
+            serde_json::to_value(&params).expect("params serialise"),
         );
         extras.insert(
             "slo_verdicts".into(),
@@ -184,7 +189,7 @@ pub async fn run_case(
                 None => verdicts(&res.summary, &planned.slos),
             }),
         );
-        let result = res.result_json(&header, &case.params, plan.execution.save_detailed, extras);
+        let result = res.result_json(&header, &params, plan.execution.save_detailed, extras);
         if rep_files {
             let path = dir.join(format!("{}.rep{rep}.json", case.id));
             if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {

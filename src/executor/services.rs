@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::load::preflight::{self, Fit};
 use crate::load::target::{Resolved, resolve};
 use crate::plan::service::ServerMetricsSpec;
 use crate::planner::{Case, Planned};
@@ -36,23 +37,30 @@ pub async fn prepare(planned: &Planned, pending: &[&Case]) -> Services {
         let svc = &planned.plan.services[&case.service];
         let limit = patience(case);
         let ready = tokio::time::timeout(limit + Duration::from_secs(30), async {
-            let r = resolve(svc, false, None).await?;
-            crate::commands::probe::check_model(&r, svc).await?;
-            // An external service must answer one request before its cases run. (A
-            // simulator is ours: a faulty one is part of the plan, and its cases record
-            // their failures.)
+            let mut r = resolve(svc, false, None).await?;
+            preflight::check_model(&r, svc).await?;
+            // An external service must answer one request, worded as its cases word
+            // theirs, before its cases run (a refused wording is searched for one that
+            // works: see `preflight`). A simulator is ours: a faulty one is part of the
+            // plan, and its cases record their failures.
             if !svc.is_sim() {
                 let until = Instant::now() + limit;
                 loop {
-                    match crate::commands::probe::smoke(&r, svc, &case.params).await {
-                        Ok(()) => break,
-                        Err(e) if Instant::now() >= until => {
+                    match preflight::fit_service(&r, svc, &case.params).await {
+                        Fit::Ok => break,
+                        Fit::Found(f) => {
+                            eprintln!("note: {}", f.note(&case.service));
+                            r.found = Some(f);
+                            break;
+                        }
+                        Fit::Refused(e) => return Err(e),
+                        Fit::Failed(e) if Instant::now() >= until => {
                             return Err(format!(
                                 "it did not answer a smoke request within {:.0} s: {e}",
                                 limit.as_secs_f64()
                             ));
                         }
-                        Err(_) => tokio::time::sleep(Duration::from_secs(2)).await,
+                        Fit::Failed(_) => tokio::time::sleep(Duration::from_secs(2)).await,
                     }
                 }
             }

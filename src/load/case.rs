@@ -100,12 +100,16 @@ fn run_summary(run: &CaseRun, params: &CaseParams, tokens: Option<&TokenModel>) 
 impl CaseResult {
     /// benchplan's facts about the run for the result's `benchplan` block: the smoke
     /// request, warmups, interruption, and the deviations from vLLM that applied
-    /// (`prefix_cache_reset`: the caller reset the server's cache before the case).
-    pub fn extras(&self, params: &CaseParams, prefix_cache_reset: bool) -> Map<String, Value> {
+    /// (`prepared`: what the caller did to the service before the case, see `preflight`).
+    pub fn extras(
+        &self,
+        params: &CaseParams,
+        prepared: &super::preflight::Prepared,
+    ) -> Map<String, Value> {
         let facts = Facts {
             prewarmed: self.run.prewarmed,
             smoke: self.run.smoke.is_some(),
-            prefix_cache_reset,
+            prefix_cache_reset: prepared.prefix_cache_reset(),
         };
         let mut m = Map::new();
         m.insert("interrupted".into(), json!(self.run.interrupted));
@@ -136,7 +140,9 @@ impl CaseResult {
         if !self.route.is_direct() {
             m.insert("route".into(), json!(self.route));
         }
-        let warnings = self.warnings();
+        prepared.insert_into(&mut m);
+        let mut warnings = self.warnings();
+        warnings.extend(prepared.warnings());
         if !warnings.is_empty() {
             m.insert("warnings".into(), json!(warnings));
         }

@@ -5,6 +5,7 @@ pub mod case;
 pub mod conversation;
 pub mod fdlimit;
 pub mod guard;
+pub mod preflight;
 pub mod prepare;
 pub mod run;
 pub mod schedule;

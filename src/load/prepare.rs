@@ -51,7 +51,10 @@ pub(crate) async fn bounded<T>(
 
 /// One unmeasured request; a panic in the client becomes a failed sample.
 pub(crate) async fn one(target: &Target, params: &CaseParams, input: &RequestInput) -> Sample {
-    match CatchPanic::new(send_input(target, params, input, None, None)).await {
+    // Worded as the measured requests (a request id included), so a server that refuses
+    // their wording refuses this one too.
+    let id = Some(super::preflight::SMOKE_ID);
+    match CatchPanic::new(send_input(target, params, input, id, None)).await {
         Ok(o) => o.sample,
         Err(msg) => panicked(msg),
     }

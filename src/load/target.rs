@@ -32,6 +32,9 @@ pub struct Resolved {
     /// The service's `/metrics`, when it serves one and scraping is on (set by whoever
     /// checked it: `run` checks once per service).
     pub metrics: Option<std::sync::Arc<crate::servermetrics::Source>>,
+    /// The request wording the service accepted when it refused vLLM's (set by whoever
+    /// checked it: `run` once per service; see `preflight`).
+    pub found: Option<super::preflight::Found>,
 }
 
 /// Starts the simulator of a `sim` service, or connects to `base_url`, and resolves model and tokenizer.
@@ -94,6 +97,7 @@ pub async fn resolve(
         proxies: options.proxies,
         sim,
         metrics: None,
+        found: None,
     })
 }
 
@@ -114,16 +118,14 @@ pub fn resolve_tokenizer(
                 .strip_prefix("http://")
                 .ok_or_else(|| format!("tokenizer = \"server\" needs a plain http:// base_url, not {base_url}; give a tokenizer path instead"))?;
             let via = service.proxies().for_url(base_url);
-            let addr = addr.trim_end_matches('/').to_string();
-            let t = TokenModel::Server(crate::tokenizer::ServerAddr { addr, via });
-            // Before any traffic: a server without a working /tokenize is a clear error
-            // here, not an empty vocabulary later.
-            if t.encode("hello world").is_empty() {
-                return Err(format!(
-                    "tokenizer = \"server\": {base_url}/tokenize does not tokenize (no answer, an error, or no tokens); this server needs a tokenizer given by path or Hugging Face id (plan: `tokenizer`, bench: --tokenizer)"
-                ));
+            // Before any traffic: a server without a working tokenize endpoint is a clear
+            // error here, not an empty vocabulary later.
+            if let Some(t) = server_tokenizer(addr, via) {
+                return Ok((t, "server".to_string()));
             }
-            Ok((t, "server".to_string()))
+            Err(format!(
+                "tokenizer = \"server\": {base_url} tokenizes at none of /tokenize (vLLM's or llama.cpp's form) and /extras/tokenize (llama-cpp-python's): no answer, an error, or no tokens; this server needs a tokenizer given by path or Hugging Face id (plan: `tokenizer`, bench: --tokenizer)"
+            ))
         }
         Some(id) => from_id(id).unwrap_or_else(|| {
             Err(format!(
@@ -140,6 +142,23 @@ pub fn resolve_tokenizer(
             ))
         }),
     }
+}
+
+/// The server's own tokenizer at `addr` (`host:port`): the first of the known tokenize
+/// endpoints (`TokenizeApi::ALL`) that tokenizes and detokenizes. Blocking.
+pub fn server_tokenizer(addr: &str, via: Option<crate::client::proxy::Via>) -> Option<TokenModel> {
+    let addr = addr.trim_end_matches('/').to_string();
+    crate::tokenizer::TokenizeApi::ALL
+        .into_iter()
+        .find_map(|api| {
+            let t = TokenModel::Server(crate::tokenizer::ServerAddr {
+                addr: addr.clone(),
+                via: via.clone(),
+                api,
+            });
+            let ids = t.encode("hello world");
+            (!ids.is_empty() && !t.decode(&ids).is_empty()).then_some(t)
+        })
 }
 
 /// `Authorization: Bearer` from the service's key variable (default OPENAI_API_KEY), then
@@ -238,6 +257,7 @@ pub fn target(r: &Resolved, service: &Service, params: &CaseParams) -> Arc<Targe
             r.client.clone(),
             Limits::of(params),
         )
-        .through(&r.proxies),
+        .through(&r.proxies)
+        .worded(&params.request_shape),
     )
 }

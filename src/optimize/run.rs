@@ -168,7 +168,7 @@ async fn evaluate(
     dir: &Path,
 ) -> (Eval, Option<(String, Value)>) {
     let opt = planned.plan.optimize.as_ref().expect("an optimize block");
-    let mut p: CaseParams = case.params.clone();
+    let mut p: CaseParams = crate::load::preflight::shaped(&case.params, r.found.as_ref());
     match var {
         Var::Concurrency { fixed_rate } => {
             p.max_concurrency = Some(req.value as u64);
@@ -187,14 +187,12 @@ async fn evaluate(
     // resets it before a case. Otherwise a cached rerun passes where fresh prompts fail.
     p.seed = case.params.seed
         ^ crate::hash::fnv1a64(file.as_bytes()).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let reset = r
-        .client
-        .post(format!("{}/reset_prefix_cache", r.base_url))
-        .headers(r.headers.clone())
-        .timeout(std::time::Duration::from_secs(10))
-        .send()
-        .await
-        .is_ok_and(|resp| resp.status().is_success());
+    let prepared = crate::load::preflight::Prepared {
+        reset: Some(
+            crate::load::preflight::reset_prefix_cache(&r.client, &r.base_url, &r.headers).await,
+        ),
+        found: r.found.clone(),
+    };
     let file = file.to_string();
     {
         if !opt.cooldown.0.is_zero() {
@@ -261,7 +259,7 @@ async fn evaluate(
             model_id: r.model_root.clone(),
             tokenizer_id: Some(r.tokenizer_id.clone()),
         };
-        let mut extras = res.extras(&p, reset);
+        let mut extras = res.extras(&p, &prepared);
         extras.insert("case_id".into(), json!(case.id));
         extras.insert("phase".into(), json!(req.phase));
         extras.insert("violations".into(), json!(violations));
@@ -403,13 +401,28 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
         let mut code = Exit::Ok;
         for case in &planned.cases {
             let svc = &planned.plan.services[&case.service];
-            let r = match resolve(svc, false, None).await {
+            let mut r = match resolve(svc, false, None).await {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("error: service `{}`: {e}", case.service);
                     return Exit::Runtime;
                 }
             };
+            // The wording check `run` makes (see `preflight`); other failures show in the runs.
+            if !svc.is_sim() {
+                use crate::load::preflight::{Fit, fit_service};
+                match fit_service(&r, svc, &case.params).await {
+                    Fit::Found(f) => {
+                        eprintln!("note: {}", crate::escape::console(&f.note(&case.service)));
+                        r.found = Some(f);
+                    }
+                    Fit::Refused(e) => {
+                        eprintln!("error: service `{}`: {}", case.service, crate::escape::console(&e));
+                        return Exit::Runtime;
+                    }
+                    Fit::Ok | Fit::Failed(_) => {}
+                }
+            }
             let dir = root.join(&case.id);
             let t0 = Instant::now();
             eprintln!(

@@ -12,6 +12,7 @@ pub mod params;
 pub mod schema;
 pub mod service;
 pub mod settings;
+pub mod shape;
 pub mod sim;
 pub mod source;
 pub mod units;

@@ -300,6 +300,11 @@ pub struct CaseParams {
     /// Prefix of the `x-request-id` header; a random one per run when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id_prefix: Option<String>,
+    /// How requests are worded for servers that read vLLM's request differently (a
+    /// service's own `request_shape` fills what the matrix does not set; unset fields
+    /// send vLLM's request, or what `run` found the server accepts).
+    #[serde(skip_serializing_if = "super::shape::RequestShape::is_unset")]
+    pub request_shape: super::shape::RequestShape,
     /// LoRA adapters the server serves (vLLM's `--lora-modules`): each request sends
     /// one of these names as its `model`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -364,6 +369,7 @@ impl Default for CaseParams {
             server_metrics: None,
             multi_turn_concurrency: None,
             request_id_prefix: None,
+            request_shape: Default::default(),
             lora_modules: Vec::new(),
             lora_assignment: None,
             client: None,

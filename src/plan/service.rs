@@ -63,6 +63,11 @@ pub struct Service {
     /// command line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<bool>,
+    /// How this service's requests are worded (chat content, request-id header,
+    /// stream_options, output-length key); wins over `defaults.request_shape`, field by
+    /// field, where the matrix sets nothing.
+    #[serde(skip_serializing_if = "super::shape::RequestShape::is_unset")]
+    pub request_shape: super::shape::RequestShape,
 }
 
 /// Whether and how the server's own `/metrics` is scraped: before and after each case

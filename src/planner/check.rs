@@ -490,6 +490,16 @@ pub fn check_case(
         }
     }
 
+    if let Err(e) = crate::client::request_id::RequestIds::of(&p.request_shape) {
+        out.push(
+            Diagnostic::error(
+                backend_origin(case, source, "request_shape.request_id_header"),
+                e,
+            )
+            .with_help("a header name is letters, digits and dashes, such as \"x-correlation-id\""),
+        );
+    }
+
     // Dataset and backend compatibility.
     let ds = &p.dataset;
     let need = |b: Backend, why: &str| {
@@ -952,7 +962,7 @@ fn check_multi_turn(
     }
 }
 
-/// Fills in the backend, endpoint and client. Precedence, one rule for the three: a
+/// Fills in the backend, endpoint, client and request shape. Precedence, one rule for them all: a
 /// matrix value of the case, then the service's own key, then `[defaults]`, then
 /// vLLM's default (a service that says `backend = "openai-chat"` is never overridden by
 /// the plan-wide default `init` writes). `from_matrix(key)`: whether the case's matrix
@@ -979,6 +989,26 @@ pub fn resolve_target(
     }
     if params.endpoint.is_none() {
         params.endpoint = Some(backend.default_endpoint().to_string());
+    }
+    // The request shape, field by field: what the matrix sets, else the service's, else
+    // the defaults'.
+    let matrix =
+        |f: &str| from_matrix("request_shape") || from_matrix(&format!("request_shape.{f}"));
+    let (s, p) = (&service.request_shape, &mut params.request_shape);
+    if !matrix("chat_content") {
+        p.chat_content = s.chat_content.or(p.chat_content);
+    }
+    if !matrix("request_id") {
+        p.request_id = s.request_id.or(p.request_id);
+    }
+    if !matrix("request_id_header") {
+        p.request_id_header = s.request_id_header.clone().or(p.request_id_header.take());
+    }
+    if !matrix("stream_options") {
+        p.stream_options = s.stream_options.or(p.stream_options);
+    }
+    if !matrix("max_tokens_key") {
+        p.max_tokens_key = s.max_tokens_key.or(p.max_tokens_key);
     }
 }
 

@@ -113,6 +113,11 @@ pub const OUTPUT_CHECKS: Deviation = Deviation {
     what: "the server's usage is checked against the token events it streamed (`benchplan.token_accounting`), totals saturate instead of wrapping, and a case sent with ignore_eos that gets back less than min_output_ratio (default 90%) of the tokens it asked for fails its verdict; vLLM believes usage and passes short outputs",
 };
 
+pub const REQUEST_SHAPE: Deviation = Deviation {
+    id: "request_shape",
+    what: "requests were worded as the case's `request_shape` says (set in the plan or by bench flags, or found by `run` and `bench` when the server refused vLLM's wording: `benchplan.request_shape` says which): chat content as a string, another request-id header, no stream_options, or max_tokens for chat; vLLM sends content parts, `x-request-id: {prefix}{n}`, stream_options and max_completion_tokens",
+};
+
 pub const ALL: &[Deviation] = &[
     SSE_SPEC_PARSING,
     STREAM_ERROR_FAILS_REQUEST,
@@ -131,6 +136,7 @@ pub const ALL: &[Deviation] = &[
     NO_ACCEPT_ENCODING,
     POST_REDIRECTS,
     OUTPUT_CHECKS,
+    REQUEST_SHAPE,
 ];
 
 /// The deviations that applied to a run of `p`.
@@ -165,6 +171,7 @@ pub fn applying(p: &CaseParams, f: &Facts) -> Vec<Deviation> {
         (NO_ACCEPT_ENCODING, true),
         (POST_REDIRECTS, true),
         (OUTPUT_CHECKS, streaming),
+        (REQUEST_SHAPE, !p.request_shape.is_unset()),
     ];
     rules
         .into_iter()

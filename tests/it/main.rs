@@ -24,6 +24,7 @@ mod responses;
 mod run_plan;
 mod safety;
 mod server_metrics;
+mod servers;
 mod shards;
 mod sim;
 mod sim_timing;

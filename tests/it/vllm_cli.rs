@@ -519,6 +519,32 @@ fn init_writes_a_plan_that_validates_as_written() {
     );
     let v = benchplan(&["validate", s]);
     assert_eq!(v.status.code(), Some(0), "{}", stderr(&v));
+    assert!(
+        !text.contains("{this file}") && text.contains(&format!("benchplan validate {s}")),
+        "{text}"
+    );
+    // A model id that is no tokenizer (llama-cpp-python names a .gguf path): the
+    // server's own tokenize endpoint, and the service's keys on the service.
+    let gguf = SimProcess::start(&["--preset", "fast", "--set", "model=models/smollm2/q4.gguf"]);
+    let gguf_plan = dir.join("gguf.toml");
+    let g = gguf_plan.to_str().unwrap();
+    let out = benchplan(&["init", g, "--base-url", &gguf.url]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&gguf_plan).unwrap();
+    let plan: toml::Value = toml::from_str(&text).unwrap();
+    assert_eq!(
+        plan["services"]["server"]["tokenizer"].as_str(),
+        Some("server"),
+        "{text}"
+    );
+    assert_eq!(
+        plan["services"]["server"]["backend"].as_str(),
+        Some("openai-chat"),
+        "{text}"
+    );
+    assert!(plan["defaults"].get("backend").is_none(), "{text}");
+    let v = benchplan(&["validate", g]);
+    assert_eq!(v.status.code(), Some(0), "{}", stderr(&v));
     // A server that does not answer: a clear error, no file.
     let gone = dir.join("gone.toml");
     let out = benchplan(&[
@@ -560,4 +586,52 @@ fn completions_and_man_pages_come_from_the_command_line_itself() {
     let bench = std::fs::read_to_string(dir.join("benchplan-bench.1")).unwrap();
     assert!(bench.contains("benchplan\\-bench") && bench.contains("sweep\\-max\\-concurrency"));
     assert!(dir.join("benchplan-run.1").exists() && dir.join("benchplan.1").exists());
+}
+
+#[test]
+fn bench_errors_name_the_flags_a_user_typed_not_plan_keys() {
+    let out = benchplan(&[
+        "bench",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--model",
+        "foo",
+        "--num-prompts",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("`--model`") && err.contains("pass --tokenizer"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("services.target") && !err.contains("the service's"),
+        "{err}"
+    );
+    let out = benchplan(&[
+        "bench",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "foo",
+        "--tokenizer",
+        "tests/fixtures/tokenizer",
+        "--random-input-len",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("`--base-url`") && err.contains("pass --base-url \"http://127.0.0.1:9\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("`--random-input-len`") && !err.contains("(case target-"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("defaults.") && !err.contains("base_url ="),
+        "{err}"
+    );
 }

@@ -63,6 +63,22 @@ pub struct BenchArgs {
     /// Prefix of x-request-id.
     #[arg(long)]
     pub request_id_prefix: Option<String>,
+    /// The request-id header's value: prefixed (vLLM's), uuid, or none (no header).
+    /// Unset: vLLM's, or what the server takes when it refuses vLLM's.
+    #[arg(long, value_parser = ["prefixed", "uuid", "none"])]
+    pub request_id: Option<String>,
+    /// The request-id header's name (default x-request-id).
+    #[arg(long)]
+    pub request_id_header: Option<String>,
+    /// Chat message content: parts (vLLM's) or string.
+    #[arg(long, value_parser = ["parts", "string"])]
+    pub chat_content: Option<String>,
+    /// Send stream_options (on: vLLM's) or not (off).
+    #[arg(long, value_parser = ["on", "off"])]
+    pub stream_options: Option<String>,
+    /// The output-length key of chat requests: max_completion_tokens (vLLM's) or max_tokens.
+    #[arg(long, value_parser = ["max_completion_tokens", "max_tokens"])]
+    pub max_tokens_key: Option<String>,
 
     /// Number of measured requests (conversations with --multi-turn).
     #[arg(long, default_value_t = 1000)]
@@ -455,6 +471,35 @@ impl BenchArgs {
             "request_id_prefix",
             self.request_id_prefix.as_ref().map(|v| json!(v)),
         );
+        let mut shape = Map::new();
+        opt(
+            &mut shape,
+            "request_id",
+            self.request_id.as_ref().map(|v| json!(v)),
+        );
+        opt(
+            &mut shape,
+            "request_id_header",
+            self.request_id_header.as_ref().map(|v| json!(v)),
+        );
+        opt(
+            &mut shape,
+            "chat_content",
+            self.chat_content.as_ref().map(|v| json!(v)),
+        );
+        opt(
+            &mut shape,
+            "stream_options",
+            self.stream_options.as_ref().map(|v| json!(v == "on")),
+        );
+        opt(
+            &mut shape,
+            "max_tokens_key",
+            self.max_tokens_key.as_ref().map(|v| json!(v)),
+        );
+        if !shape.is_empty() {
+            d.insert("request_shape".into(), Value::Object(shape));
+        }
         opt(
             &mut d,
             "request_timeout",

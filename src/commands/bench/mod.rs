@@ -4,6 +4,7 @@
 //! plan, runs it and writes the result where vLLM would.
 
 pub mod args;
+mod flag_words;
 pub mod print;
 pub mod refused;
 pub mod sweep;
@@ -86,14 +87,14 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
     let planned = match crate::planner::plan(PlanSource::from_value("<command line>", value)) {
         Ok(p) => p,
         Err(d) => {
-            eprintln!("{d}");
+            eprintln!("{}", flag_words::in_flag_words(&d.to_string()));
             return Exit::BadPlan.into();
         }
     };
     for w in &planned.warnings {
-        eprintln!("{w}");
+        eprintln!("{}", flag_words::in_flag_words(&w.to_string()));
     }
-    let case = planned.cases[0].clone();
+    let mut case = planned.cases[0].clone();
     // A label becomes part of the result's file name.
     let names = [
         (args.label.as_deref(), "--label"),
@@ -156,10 +157,31 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("error: {}", crate::escape::console(&e));
+                eprintln!("error: {}", flag_words::in_flag_words(&crate::escape::console(&e)));
                 return Exit::Runtime.into();
             }
         };
+        // The wording check (see `preflight`): a server that refuses vLLM's request is
+        // tried with the wordings the flags leave open, and the one it takes is used.
+        let mut prepared = crate::load::preflight::Prepared::default();
+        if !service.is_sim() && !args.no_smoke {
+            use crate::load::preflight::{Fit, fit_service, shaped};
+            match fit_service(&resolved, &service, &case.params).await {
+                Fit::Found(f) => {
+                    eprintln!(
+                        "note: {}",
+                        flag_words::in_flag_words(&crate::escape::console(&f.note("target")))
+                    );
+                    case.params = shaped(&case.params, Some(&f));
+                    prepared.found = Some(f);
+                }
+                Fit::Refused(e) => {
+                    eprintln!("error: {}", flag_words::in_flag_words(&crate::escape::console(&e)));
+                    return Exit::Runtime.into();
+                }
+                Fit::Ok | Fit::Failed(_) => {}
+            }
+        }
         let mut opts = RunOptions {
             progress: !args.disable_tqdm && std::io::stderr().is_terminal(),
             smoke: !args.no_smoke,
@@ -198,7 +220,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         let result: CaseResult = match execute(&resolved, &service, &case.params, &opts).await {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("error: {}", crate::escape::console(&e));
+                eprintln!("error: {}", flag_words::in_flag_words(&crate::escape::console(&e)));
                 // Stopped before the measured run (during the smoke request, say).
                 if opts.stop.draining() {
                     return stopped_by().into();
@@ -225,7 +247,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
             model_id: resolved.model_root.clone(),
             tokenizer_id: Some(resolved.tokenizer_id.clone()),
         };
-        let mut extras = result.extras(&case.params, false);
+        let mut extras = result.extras(&case.params, &prepared);
         extras.insert("case_id".into(), json!(case.id));
         extras.insert("seed".into(), json!(case.params.seed));
         extras.insert("command".into(), json!(crate::redact::this_command()));

@@ -75,6 +75,22 @@ fn wording_may_fix(e: &RequestError) -> bool {
     }
 }
 
+/// Whether a case's error says its smoke request was refused in a way another wording
+/// may fix (`RunError::Smoke`'s text ends with the last error, `kind: message`).
+pub fn smoke_refusal(error: &str) -> bool {
+    let Some((_, last)) = error.split_once("the smoke request failed") else {
+        return false;
+    };
+    let Some((_, last)) = last.split_once("last error: ") else {
+        return false;
+    };
+    let kind = last.split(':').next().unwrap_or_default();
+    wording_may_fix(&RequestError {
+        kind: kind.to_string(),
+        message: String::new(),
+    })
+}
+
 fn describe(e: &RequestError) -> String {
     crate::escape::console(&format!("{}: {}", e.kind, e.message))
 }

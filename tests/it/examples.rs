@@ -134,11 +134,72 @@ fn github_actions_example_has_valid_command_lines() {
                 }
             }
         }
-        assert_eq!(
-            wf["jobs"]["shard"]["strategy"]["fail-fast"],
-            Value::Bool(false),
-            "{file}: one shard's failure must not cancel the others"
-        );
+        if file.ends_with("benchplan-sharded.yml") {
+            assert_eq!(
+                wf["jobs"]["shard"]["strategy"]["fail-fast"],
+                Value::Bool(false),
+                "{file}: one shard's failure must not cancel the others"
+            );
+        }
     }
-    assert_eq!(commands, 2, "a shard run and a merge");
+    assert_eq!(
+        commands, 4,
+        "a shard run and a merge; the release's init and run"
+    );
+}
+
+#[test]
+fn the_release_workflow_builds_wheels_for_every_platform_and_publishes_them() {
+    let docs = documents("github-actions");
+    let (file, wf) = docs
+        .iter()
+        .find(|(f, _)| f.ends_with("release-wheels.yml"))
+        .expect("the release workflow");
+    let wheels = &wf["jobs"]["wheels"];
+    let targets: Vec<&str> = wheels["strategy"]["matrix"]["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["target"].as_str())
+        .collect();
+    for t in [
+        "x86_64-unknown-linux-gnu",
+        "aarch64-unknown-linux-gnu",
+        "x86_64-apple-darwin",
+        "aarch64-apple-darwin",
+    ] {
+        assert!(targets.contains(&t), "{file}: no {t} wheel in {targets:?}");
+    }
+    let uses = |job: &Value, action: &str| {
+        job["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["uses"].as_str().is_some_and(|u| u.starts_with(action)))
+    };
+    assert!(uses(wheels, "PyO3/maturin-action@"), "{file}");
+    let publish = &wf["jobs"]["publish"];
+    assert!(uses(publish, "pypa/gh-action-pypi-publish@"), "{file}");
+    assert_eq!(
+        publish["permissions"]["id-token"], "write",
+        "{file}: trusted publishing"
+    );
+    let needs: Vec<&str> = publish["needs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        needs.contains(&"wheels") && needs.contains(&"sdist"),
+        "{file}"
+    );
+    // pyproject.toml builds the binary into the wheel.
+    let py: toml::Value =
+        toml::from_str(&std::fs::read_to_string(repo().join("pyproject.toml")).unwrap()).unwrap();
+    assert_eq!(py["tool"]["maturin"]["bindings"].as_str(), Some("bin"));
+    assert_eq!(
+        py["build-system"]["build-backend"].as_str(),
+        Some("maturin")
+    );
 }

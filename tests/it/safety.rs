@@ -393,7 +393,9 @@ fn a_server_tokenizer_without_tokenize_is_a_clear_error_not_a_panic() {
     assert!(!e.contains("panicked"), "{e}");
     assert_eq!(out.status.code(), Some(1), "{e}");
     assert!(
-        e.contains("/tokenize does not tokenize") && e.contains("--tokenizer"),
+        e.contains("tokenizes at none of /tokenize")
+            && e.contains("/extras/tokenize")
+            && e.contains("--tokenizer"),
         "{e}"
     );
     assert!(

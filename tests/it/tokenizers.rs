@@ -145,7 +145,8 @@ fn probe_says_where_the_tokenizer_would_come_from() {
         .unwrap_or_else(|| panic!("a tokenizer line: {text}"));
     assert!(
         line.contains("a run needs `tokenizer` set")
-            && line.contains("answers /tokenize, so tokenizer = \"server\" works"),
+            && line
+                .contains("tokenizes at /tokenize (vLLM's form), so tokenizer = \"server\" works"),
         "{line}"
     );
 }

@@ -161,27 +161,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
                 return Exit::Runtime.into();
             }
         };
-        // The wording check (see `preflight`): a server that refuses vLLM's request is
-        // tried with the wordings the flags leave open, and the one it takes is used.
         let mut prepared = crate::load::preflight::Prepared::default();
-        if !service.is_sim() && !args.no_smoke {
-            use crate::load::preflight::{Fit, fit_service, shaped};
-            match fit_service(&resolved, &service, &case.params).await {
-                Fit::Found(f) => {
-                    eprintln!(
-                        "note: {}",
-                        flag_words::in_flag_words(&crate::escape::console(&f.note("target")))
-                    );
-                    case.params = shaped(&case.params, Some(&f));
-                    prepared.found = Some(f);
-                }
-                Fit::Refused(e) => {
-                    eprintln!("error: {}", flag_words::in_flag_words(&crate::escape::console(&e)));
-                    return Exit::Runtime.into();
-                }
-                Fit::Ok | Fit::Failed(_) => {}
-            }
-        }
         let mut opts = RunOptions {
             progress: !args.disable_tqdm && std::io::stderr().is_terminal(),
             smoke: !args.no_smoke,
@@ -217,7 +197,35 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
                 .map_or(Exit::Interrupted, crate::signals::StopSignal::exit)
         };
         let started = SystemTime::now();
-        let result: CaseResult = match execute(&resolved, &service, &case.params, &opts).await {
+        let mut run = execute(&resolved, &service, &case.params, &opts).await;
+        // The smoke request refused in a way another wording may fix: the wording
+        // search (see `preflight`), and the case again in the wording the server takes.
+        if let Err(e) = &run
+            && !service.is_sim()
+            && crate::load::preflight::smoke_refusal(e)
+        {
+            use crate::load::preflight::{Fit, fit_service, shaped};
+            match fit_service(&resolved, &service, &case.params).await {
+                Fit::Found(f) => {
+                    eprintln!(
+                        "note: {}",
+                        flag_words::in_flag_words(&crate::escape::console(&f.note("target")))
+                    );
+                    case.params = shaped(&case.params, Some(&f));
+                    prepared.found = Some(f);
+                    run = execute(&resolved, &service, &case.params, &opts).await;
+                }
+                Fit::Refused(msg) => {
+                    eprintln!(
+                        "error: {}",
+                        flag_words::in_flag_words(&crate::escape::console(&msg))
+                    );
+                    return Exit::Runtime.into();
+                }
+                Fit::Ok | Fit::Failed(_) => {}
+            }
+        }
+        let result: CaseResult = match run {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("error: {}", flag_words::in_flag_words(&crate::escape::console(&e)));

@@ -50,13 +50,15 @@ def post(url, body, timeout=120):
         return json.load(r)
 
 
-def wait_up(url, proc, seconds=600):
+def wait_up(url, proc, seconds=600, key=None):
     until = time.time() + seconds
+    headers = {"authorization": f"Bearer {key}"} if key else {}
     while time.time() < until:
         if proc.poll() is not None:
             raise RuntimeError(f"the server exited with {proc.returncode}")
         try:
-            with urllib.request.urlopen(url + "/v1/models", timeout=5) as r:
+            req = urllib.request.Request(url + "/v1/models", headers=headers)
+            with urllib.request.urlopen(req, timeout=5) as r:
                 if r.status == 200:
                     return json.load(r)
         except Exception:
@@ -65,13 +67,13 @@ def wait_up(url, proc, seconds=600):
 
 
 class Server:
-    def __init__(self, argv, url, env=None, log=None):
+    def __init__(self, argv, url, env=None, log=None, key=None):
         self.log = open(log or os.devnull, "w")
         self.proc = subprocess.Popen(
             argv, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
         )
         self.url = url
-        self.models = wait_up(url, self.proc)
+        self.models = wait_up(url, self.proc, key=key)
 
     def stop(self):
         self.proc.terminate()
@@ -81,14 +83,15 @@ class Server:
             self.proc.kill()
 
 
-def bench(binary, url, backend, args, work):
+def bench(binary, url, backend, args, work, key=None):
     out = work / f"r{time.time_ns()}.json"
     argv = [
         binary, "bench", "--base-url", url, "--backend", backend, "--max-concurrency", "1",
         "--save-result", "--result-dir", str(out.parent), "--result-filename", out.name,
         *args,
     ]
-    p = subprocess.run(argv, capture_output=True, text=True)
+    env = {**os.environ, "OPENAI_API_KEY": key} if key else None
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
     result = json.loads(out.read_text()) if out.exists() else {}
     return p.returncode, p.stderr, result
 
@@ -171,7 +174,11 @@ def litellm(binary, work):
         return
     version = subprocess.run([str(pathlib.Path(prog).parent / "python"), "-c", "import importlib.metadata as m; print(m.version('litellm'))"], capture_output=True, text=True).stdout.strip() or "?"
     sport = free_port()
-    sim = subprocess.Popen([binary, "sim", "--port", str(sport), "--preset", "fast", "--set", "itl=2ms"], stdout=subprocess.DEVNULL)
+    # The simulator generates and counts with the tokenizer benchplan counts with, so the
+    # tokens it injected are the ground truth whatever the proxy does to usage.
+    tok = str(ROOT / "tests/fixtures/tokenizer")
+    sim = subprocess.Popen([binary, "sim", "--port", str(sport), "--preset", "fast", "--set", "itl=2ms",
+                            "--set", f"tokenizer={tok}"], stdout=subprocess.DEVNULL)
     simurl = f"http://127.0.0.1:{sport}"
     wait_up(simurl, sim, 30)
     cfg = work / "litellm.yaml"
@@ -194,19 +201,26 @@ def litellm(binary, work):
 """)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    # The proxy refuses to start without a master key; benchplan sends it from
+    # OPENAI_API_KEY (and it must not show in any result).
+    key = "sk-benchplan-compat-" + os.urandom(8).hex()
     s = Server([prog, "--config", str(cfg), "--host", "127.0.0.1", "--port", str(port)], url,
-               env={"LITELLM_LOG": "ERROR"}, log=work / "litellm.log")
+               env={"LITELLM_LOG": "ERROR", "LITELLM_MASTER_KEY": key}, log=work / "litellm.log", key=key)
     try:
         n, out = 8, 16
         for backend, model in (("openai-chat", "benchplan-sim"), ("openai", "benchplan-sim-text"), ("openai-embeddings", "benchplan-sim-embed")):
-            args = ["--model", model, "--tokenizer", str(ROOT / "tests/fixtures/tokenizer"), "--num-prompts", str(n),
+            args = ["--model", model, "--tokenizer", tok, "--num-prompts", str(n),
                     "--random-input-len", "32", "--random-output-len", str(out)]
-            code, err, r = bench(binary, url, backend, args, work)
+            code, err, r = bench(binary, url, backend, args, work, key=key)
+            assert key not in json.dumps(r) and key not in err, "the key leaked"
             if backend == "openai-embeddings":
                 note = f"input tokens {r.get('total_input_tokens')} (usage through the proxy)"
             else:
                 acc = r.get("benchplan", {}).get("token_accounting", {})
-                note = f"output tokens {r.get('total_output_tokens')} = {n}x{out} injected; usage mismatches {acc.get('usage_mismatch', '?')}"
+                got = r.get("total_output_tokens")
+                src = r.get("benchplan", {}).get("token_count_source")
+                note = (f"output tokens {got} {'=' if got == n * out else '!='} {n}x{out} injected "
+                        f"(counted from {src}); usage mismatches {acc.get('usage_mismatch', '?')}")
             row("LiteLLM proxy (in front of the simulator)", version, backend, "defaults", code, r, note, err)
     finally:
         s.stop()

@@ -92,6 +92,11 @@ pub enum Command {
         /// Finish the unfinished cases of an earlier run folder (the plan must be unchanged).
         #[arg(long)]
         resume: Option<PathBuf>,
+        /// Run only the cases of these services or whose ids match these globs (`*`,
+        /// `?`): into a new folder, or with --resume, again in that folder (their old
+        /// results replaced; the others kept). Repeatable.
+        #[arg(long, value_name = "PATTERN", num_args = 1..)]
+        only: Vec<String>,
         /// Write JUnit XML: one test per case and SLO.
         #[arg(long)]
         junit: Option<PathBuf>,
@@ -391,6 +396,7 @@ pub fn run(cli: Cli) -> Exit {
             quiet,
             progress_every,
             resume,
+            only,
             junit,
             shard,
         } => with_plan(&plan, |full| {
@@ -435,6 +441,30 @@ pub fn run(cli: Cli) -> Exit {
                     }
                 }
             };
+            // --only: a new folder holds just the picked cases; a resumed one keeps the
+            // whole plan (its hash must match) and runs the picked ones again.
+            let picked_only;
+            let p = if only.is_empty() {
+                p
+            } else if !p
+                .cases
+                .iter()
+                .any(|c| crate::planner::only::picks(&only, c))
+            {
+                eprintln!(
+                    "error: {}",
+                    crate::planner::only::none_picked(&only, &p.cases)
+                );
+                return Exit::BadPlan;
+            } else if resume.is_some() {
+                p
+            } else {
+                let mut sub = p.clone();
+                sub.cases.retain(|c| crate::planner::only::picks(&only, c));
+                eprintln!("--only: {} of {} cases", sub.cases.len(), p.cases.len());
+                picked_only = sub;
+                &picked_only
+            };
             if dry_run {
                 return crate::commands::dry_run::print(p);
             }
@@ -452,6 +482,7 @@ pub fn run(cli: Cli) -> Exit {
                 .then(|| std::time::Duration::from_secs_f64(progress_every)),
                 quiet,
                 resume,
+                rerun: only,
                 junit,
                 shard: picked.map(|s| crate::executor::ShardRun {
                     shard: s,

@@ -130,6 +130,8 @@ pub async fn run_case(
         ),
         found: resolved.found.clone(),
     };
+    // The plan's SLOs with the service's own (see `Planned::slos_for`).
+    let slos = planned.slos_for(&case.service);
     // The wording the service accepted fills what the plan left unset.
     let params = preflight::shaped(&case.params, resolved.found.as_ref());
     let mut results: Vec<Map<String, Value>> = Vec::new();
@@ -181,12 +183,11 @@ pub async fn run_case(
             "slo_verdicts".into(),
             json!(match &res.raw {
                 // Another client's result: judged on its own numbers, as a merge judges.
-                Some(raw) => planned
-                    .slos
+                Some(raw) => slos
                     .iter()
                     .filter_map(|(slo, _)| slo.judge_result(raw))
                     .collect::<Vec<_>>(),
-                None => verdicts(&res.summary, &planned.slos),
+                None => verdicts(&res.summary, &slos),
             }),
         );
         let result = res.result_json(&header, &params, plan.execution.save_detailed, extras);

@@ -50,6 +50,8 @@ pub struct RunSettings {
     pub quiet: bool,
     /// Finish an earlier run in this folder instead of starting a new one.
     pub resume: Option<PathBuf>,
+    /// With `resume`: the `--only` patterns whose cases run again even if finished.
+    pub rerun: Vec<String>,
     pub junit: Option<PathBuf>,
     /// When this process runs one shard of the plan (its cases are already the shard's).
     pub shard: Option<ShardRun>,
@@ -195,13 +197,27 @@ fn run_folder(
     if let Some(d) = &settings.resume {
         let ids: Vec<&str> = planned.cases.iter().map(|c| c.id.as_str()).collect();
         return match resume::finished_cases(d, &hash, &ids) {
-            Ok(found) => {
+            Ok(mut found) => {
                 let held = lock(d)?;
+                let before = found.len();
+                if !settings.rerun.is_empty() {
+                    found.retain(|id, _| {
+                        !planned
+                            .cases
+                            .iter()
+                            .any(|c| c.id == *id && crate::planner::only::picks(&settings.rerun, c))
+                    });
+                }
                 eprintln!(
-                    "resuming {}: {} of {} cases already finished",
+                    "resuming {}: {} of {} cases already finished{}",
                     d.display(),
-                    found.len(),
-                    planned.cases.len()
+                    before,
+                    planned.cases.len(),
+                    if before > found.len() {
+                        format!(", {} of them run again (--only)", before - found.len())
+                    } else {
+                        String::new()
+                    }
                 );
                 Ok((d.clone(), found, held))
             }
@@ -418,6 +434,17 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
             .slos
             .iter()
             .map(|(s, _)| format!("{} {} {}{}", s.key, s.op.symbol(), s.threshold, s.unit()))
+            .chain(planned.service_slos.iter().flat_map(|(name, own)| {
+                own.iter().map(move |(s, _)| {
+                    format!(
+                        "{} {} {}{} (service {name})",
+                        s.key,
+                        s.op.symbol(),
+                        s.threshold,
+                        s.unit()
+                    )
+                })
+            }))
             .collect(),
         failed_cases: views.iter().filter(|v| v.status != "ok").cloned().collect(),
         cases: views,

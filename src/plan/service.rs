@@ -68,6 +68,17 @@ pub struct Service {
     /// field, where the matrix sets nothing.
     #[serde(skip_serializing_if = "super::shape::RequestShape::is_unset")]
     pub request_shape: super::shape::RequestShape,
+    /// Case parameters for this service's cases, as in `[defaults]` (a key may be a
+    /// path such as "dataset.input_len"): they replace the plan's `[defaults]` values,
+    /// and the matrix replaces them. A CPU service and an H100 service can share a plan
+    /// with their own prompt counts, timeouts and datasets.
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    #[schemars(with = "IndexMap<String, serde_json::Value>")]
+    pub defaults: IndexMap<String, serde_json::Value>,
+    /// SLOs for this service's cases, written as `[slo]` is: the plan's SLOs with these
+    /// added, a key set here replacing the plan's (`p99_ttft = "<= 5s"` for a CPU service).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<super::SloSpec>,
 }
 
 /// Whether and how the server's own `/metrics` is scraped: before and after each case

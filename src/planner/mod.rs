@@ -7,6 +7,7 @@
 pub mod case;
 pub mod check;
 pub mod expand;
+pub mod only;
 pub mod shard;
 pub mod tokenizer;
 
@@ -35,11 +36,22 @@ pub struct Planned {
     pub user_slos: usize,
     /// The SLOs an optimize search judges: its own block's, else the plan's.
     pub optimize_slos: Vec<(Slo, String)>,
+    /// Each service's own SLOs (`services.NAME.slo`), by service name.
+    pub service_slos: IndexMap<String, Vec<(Slo, String)>>,
     /// Warnings (errors make planning fail).
     pub warnings: Vec<Diagnostic>,
 }
 
 impl Planned {
+    /// The SLOs a case of `service` is judged on: the plan's, with the service's own
+    /// added and replacing a plan SLO of the same key (one rule: service over plan).
+    pub fn slos_for(&self, service: &str) -> Vec<(Slo, String)> {
+        match self.service_slos.get(service) {
+            None => self.slos.clone(),
+            Some(own) => merge_slos(&self.slos, own),
+        }
+    }
+
     /// Number of services the cases use.
     pub fn service_count(&self) -> usize {
         let mut seen: Vec<&str> = self.cases.iter().map(|c| c.service.as_str()).collect();
@@ -101,6 +113,26 @@ fn seed_warnings(plan: &Plan, cases: &[Case], diags: &mut Vec<Diagnostic>) {
     }
 }
 
+/// `plan` with each SLO of `own` replacing the plan's of the same key (kept in the
+/// plan's order), the rest of `own` after them.
+fn merge_slos(plan: &[(Slo, String)], own: &[(Slo, String)]) -> Vec<(Slo, String)> {
+    let mut out: Vec<(Slo, String)> = plan
+        .iter()
+        .map(|p| {
+            own.iter()
+                .find(|(o, _)| o.key == p.0.key)
+                .cloned()
+                .unwrap_or_else(|| p.clone())
+        })
+        .collect();
+    out.extend(
+        own.iter()
+            .filter(|(o, _)| !plan.iter().any(|(p, _)| p.key == o.key))
+            .cloned(),
+    );
+    out
+}
+
 /// Loads, expands and validates. On failure, every diagnostic (errors and warnings).
 pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
     let (mut plan, mut diags) = load::load(&source);
@@ -137,10 +169,51 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         .map(|o| check::parse_slos(o.slo.as_ref(), "optimize.slo", &mut Vec::new()))
         .unwrap_or_default();
     let judged: Vec<(Slo, String)> = slos.iter().chain(&optimize_slos).cloned().collect();
+    // Each service's own SLOs, checked as the plan's are.
+    let mut service_slos: IndexMap<String, Vec<(Slo, String)>> = IndexMap::new();
+    for (name, svc) in &plan.services {
+        if let Some(spec) = &svc.slo {
+            let at = crate::plan::source::join_key(
+                &crate::plan::source::join_key("services", name),
+                "slo",
+            );
+            service_slos.insert(name.clone(), check::parse_slos(Some(spec), &at, &mut diags));
+        }
+    }
 
     let had_errors = diags.iter().any(Diagnostic::is_error);
     let combos = expand::combos(&plan, &mut diags);
     let defaults_json = serde_json::to_value(&plan.defaults).expect("params serialise");
+    // Each service's starting point: the plan's defaults with its own `defaults` over
+    // them (a key path replaces what is there, as a matrix value does).
+    let service_json: HashMap<&str, serde_json::Value> = plan
+        .services
+        .iter()
+        .filter(|(_, s)| !s.defaults.is_empty())
+        .map(|(name, s)| {
+            let mut j = defaults_json.clone();
+            for (k, v) in &s.defaults {
+                expand::set_path(&mut j, k, v.clone());
+            }
+            (name.as_str(), j)
+        })
+        .collect();
+    for (name, j) in &service_json {
+        if let Err(e) = CaseParams::deserialize(j) {
+            diags.push(
+                Diagnostic::error(
+                    crate::plan::source::join_key(
+                        &crate::plan::source::join_key("services", name),
+                        "defaults",
+                    ),
+                    format!("these defaults do not make case parameters: {e}"),
+                )
+                .with_help(
+                    "write them as [defaults] takes them (`benchplan schema` lists the keys)",
+                ),
+            );
+        }
+    }
 
     // Per-case problems, deduplicated: (path, message) → (diagnostic, count, first case).
     let mut per_case: IndexMap<(String, String), (Diagnostic, usize, String)> = IndexMap::new();
@@ -159,11 +232,17 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
     for combo in combos {
         let service = &plan.services[&combo.service];
         let mut fresh;
-        let json = if combo.included {
-            fresh = defaults_json.clone();
-            &mut fresh
-        } else {
-            &mut working
+        let json = match service_json.get(combo.service.as_str()) {
+            // A service with its own defaults starts from them.
+            Some(base) => {
+                fresh = base.clone();
+                &mut fresh
+            }
+            None if combo.included => {
+                fresh = defaults_json.clone();
+                &mut fresh
+            }
+            None => &mut working,
         };
         for a in &combo.values {
             if &*a.key != "service" {
@@ -190,8 +269,17 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         });
         let mut case = expand::make_case(combo, params);
         let mut found = Vec::new();
-        check::check_case(&case, &source, &judged, &mut found);
-        check::resolve_implied(&mut case.params, &judged);
+        // The service's own SLOs are judged on its cases (they imply percentiles too).
+        let own;
+        let judged_here = match service_slos.get(&case.service) {
+            Some(o) => {
+                own = merge_slos(&judged, o);
+                &own
+            }
+            None => &judged,
+        };
+        check::check_case(&case, &source, judged_here, &mut found);
+        check::resolve_implied(&mut case.params, judged_here);
         let hash = expand::case_hash(&case.service, &case.params);
         case.id = expand::case_id(&case, hash);
         for d in found {
@@ -260,6 +348,7 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         slos,
         user_slos,
         optimize_slos,
+        service_slos,
         warnings: diags,
     })
 }

@@ -895,3 +895,140 @@ fn matrix_axes_are_columns_and_each_workload_gets_its_own_recommendation() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_service_has_its_own_slos_and_defaults_over_the_plans() {
+    // Service b is slow (ITL 2 ms): the plan's TPOT SLO fails it, its own passes it.
+    let text = TWO_SIMS.replace("p99_ttft = \"<= 2s\"", "mean_tpot = \"<= 1.5ms\"").replace(
+        "[services.b]\nsim = { preset = \"fast\", itl = \"2ms\" }",
+        "[services.b]\nsim = { preset = \"fast\", itl = \"2ms\" }\nslo = { mean_tpot = \"<= 10ms\" }\ndefaults = { num_prompts = 20, \"dataset.input_len\" = 32 }",
+    );
+    let planned = crate::support::plan_toml(&text);
+    for c in &planned.cases {
+        let (n, input) = match &c.params.dataset {
+            benchplan::plan::Dataset::Random(d) => (c.params.num_prompts, d.input_len),
+            other => panic!("{other:?}"),
+        };
+        // The service's defaults replace the plan's for its cases only; the matrix
+        // (max_concurrency) still varies them.
+        if c.service == "b" {
+            assert_eq!((n, input), (20, 32), "{}", c.id);
+        } else {
+            assert_eq!((n, input), (100, 16), "{}", c.id);
+        }
+    }
+    let tpot = |svc: &str| {
+        planned
+            .slos_for(svc)
+            .iter()
+            .find(|(s, _)| s.key == "mean_tpot")
+            .map(|(s, _)| s.threshold)
+    };
+    assert_eq!((tpot("a"), tpot("b")), (Some(1.5), Some(10.0)));
+    // The success-rate SLO still applies to both.
+    assert!(
+        planned
+            .slos_for("b")
+            .iter()
+            .any(|(s, _)| s.key == "success_rate")
+    );
+
+    let dir = temp("service-slo");
+    let plan = write_plan(&dir, &text);
+    let out = run_quiet(&plan, &dir.join("r"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = std::fs::read_to_string(batch_dir(&dir.join("r")).join("report.md")).unwrap();
+    assert!(report.contains("mean_tpot <= 10ms (service b)"), "{report}");
+    // Without its own SLO, b fails the plan's.
+    let plan = write_plan(
+        &dir,
+        &text.replace("slo = { mean_tpot = \"<= 10ms\" }\n", ""),
+    );
+    let out = run_quiet(&plan, &dir.join("r2"));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    // A service default that is no case parameter is refused where it is written.
+    let bad = write_plan(&dir, &text.replace("num_prompts = 20", "num_prompt = 20"));
+    let out = benchplan(&["validate", &bad]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("services.b.defaults"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn only_runs_a_subset_into_a_new_folder_or_again_in_place() {
+    let dir = temp("only");
+    let plan = write_plan(
+        &dir,
+        &TWO_SIMS.replace("num_prompts = 100", "num_prompts = 10"),
+    );
+    let r = dir.join("r");
+    let rs = r.to_str().unwrap();
+    // A service name: its cases only, into a new folder.
+    let out = benchplan(&["run", &plan, "--results-dir", rs, "--quiet", "--only", "b"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--only: 2 of 4 cases"),
+        "{}",
+        stderr(&out)
+    );
+    let sub = batch_dir(&r);
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sub.join("manifest.json")).unwrap()).unwrap();
+    let services: Vec<&str> = manifest["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["service"].as_str().unwrap())
+        .collect();
+    assert_eq!(services, ["b", "b"]);
+    // Nothing picked: a usage error that lists what there is.
+    let out = benchplan(&["run", &plan, "--results-dir", rs, "--only", "nope*"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("picks no case") && stderr(&out).contains("a, b"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A whole run, then one case again in place: its result is new, the others kept.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let out = run_quiet(&plan, &r);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let full = batch_dir(&r);
+    let ids: Vec<String> = crate::support::plan_toml(&std::fs::read_to_string(&plan).unwrap())
+        .cases
+        .iter()
+        .map(|c| c.id.clone())
+        .collect();
+    let read = |id: &str| std::fs::read_to_string(full.join(format!("{id}.json"))).unwrap();
+    let before: Vec<String> = ids.iter().map(|id| read(id)).collect();
+    let one = format!("{}*", &ids[0][..ids[0].len() - 6]);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let out = benchplan(&[
+        "run",
+        &plan,
+        "--quiet",
+        "--resume",
+        full.to_str().unwrap(),
+        "--only",
+        &one,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("1 of them run again (--only)"),
+        "{}",
+        stderr(&out)
+    );
+    let after: Vec<String> = ids.iter().map(|id| read(id)).collect();
+    assert_ne!(before[0], after[0], "the picked case ran again");
+    assert_eq!(before[1..], after[1..], "the others kept their results");
+    let report = std::fs::read_to_string(full.join("report.md")).unwrap();
+    for id in &ids {
+        assert!(report.contains(id.as_str()), "{id} in the report");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

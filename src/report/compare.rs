@@ -209,6 +209,18 @@ fn metric_value(r: &Map<String, Value>, k: &str) -> Option<f64> {
     }
 }
 
+/// A repeated case's per-run values of metric `k` (`benchplan.repeats.values`; `p50_`
+/// reads `median_`), when there are at least two.
+fn run_values(r: &Map<String, Value>, k: &str) -> Option<Vec<f64>> {
+    let values = r.get("benchplan")?.get("repeats")?.get("values")?;
+    let list = values.get(k).or_else(|| {
+        let rest = k.strip_prefix("p50_")?;
+        values.get(format!("median_{rest}"))
+    })?;
+    let xs: Option<Vec<f64>> = list.as_array()?.iter().map(Value::as_f64).collect();
+    xs.filter(|x| x.len() >= 2)
+}
+
 /// Completed and failed requests of a result.
 fn counts(r: &Map<String, Value>) -> Option<(f64, f64)> {
     let ok = r.get("completed")?.as_f64()?;
@@ -229,7 +241,14 @@ fn worse_p_value(
     cand: &Map<String, Value>,
     margin: f64,
 ) -> Option<f64> {
-    use super::significance::{proportion_lower, slower_by_more_than};
+    use super::significance::{proportion_lower, slower_by_more_than, welch_worse};
+    // Both sides repeated: a test across the runs, on the metric itself.
+    if let (Some(b), Some(c)) = (run_values(base, k), run_values(cand, k)) {
+        let lower_is_better = !(HIGHER_BETTER.contains(&k) || k == "success_rate");
+        if let Some(p) = welch_worse(&b, &c, margin, lower_is_better) {
+            return Some(p);
+        }
+    }
     let hist = |r: &Map<String, Value>, m: &str| {
         let text = r.get("benchplan")?.get("histograms_us")?.get(m)?.as_str()?;
         crate::metrics::hist::decode(text).ok()
@@ -468,6 +487,73 @@ mod tests {
         .as_object()
         .unwrap()
         .clone()
+    }
+
+    #[test]
+    fn with_repeats_the_runs_are_the_samples() {
+        let dir = std::env::temp_dir().join(format!("benchplan-cmp-rep-{}", std::process::id()));
+        let (b, c) = (dir.join("b"), dir.join("c"));
+        for d in [&b, &c] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        // A repeated case as `repeats::combine` writes it: the mean, and each run's value.
+        let repeated = |p99s: &[f64], tput: &[f64]| {
+            let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
+            serde_json::json!({
+                "completed": 100, "failed": 0,
+                "p99_ttft_ms": mean(p99s), "output_throughput": mean(tput),
+                "benchplan": {"case_id": "c", "repeats": {"count": p99s.len(), "values": {
+                    "p99_ttft_ms": p99s, "output_throughput": tput}}}
+            })
+            .as_object()
+            .unwrap()
+            .clone()
+        };
+        let write = |d: &Path, r: &Map<String, Value>| {
+            std::fs::write(d.join("c.json"), serde_json::to_string(r).unwrap()).unwrap();
+        };
+        let cfg = Report {
+            compare_metrics: Some(vec!["p99_ttft_ms".into(), "output_throughput".into()]),
+            ..Report::default()
+        };
+        write(
+            &b,
+            &repeated(
+                &[100.0, 102.0, 98.0, 101.0, 99.0],
+                &[500.0, 505.0, 495.0, 502.0, 498.0],
+            ),
+        );
+        // Every run 20% slower and 15% less throughput: both regressions, by Welch's t.
+        write(
+            &c,
+            &repeated(
+                &[120.0, 122.0, 118.0, 121.0, 119.0],
+                &[425.0, 430.0, 420.0, 428.0, 422.0],
+            ),
+        );
+        let cmp = compare_dirs(&b, &c, &cfg).unwrap();
+        assert_eq!(cmp.regressions, 2, "{:?}", cmp.rows);
+        assert!(
+            cmp.rows.iter().all(|r| r.p_value.unwrap() < 1e-4),
+            "{:?}",
+            cmp.rows
+        );
+        // One run that hit a busy machine: the mean is 8% worse, the runs say noise.
+        write(
+            &c,
+            &repeated(
+                &[100.0, 140.0, 99.0, 101.0, 100.0],
+                &[500.0, 430.0, 500.0, 503.0, 499.0],
+            ),
+        );
+        let cmp = compare_dirs(&b, &c, &cfg).unwrap();
+        assert_eq!(cmp.regressions, 0, "{:?}", cmp.rows);
+        let p99 = cmp.rows.iter().find(|r| r.metric == "p99_ttft_ms").unwrap();
+        assert!(
+            p99.delta_pct > 7.0 && p99.p_value.unwrap() > 0.05,
+            "{p99:?}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

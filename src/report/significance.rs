@@ -14,6 +14,11 @@
 //! - Throughput: the same test on E2EL (at a fixed concurrency, throughput falls when
 //!   requests take longer); a single run has no other sample of it.
 //! - Success rate: a two-proportion z-test on completed and failed counts.
+//! - With `execution.repeats` on both sides: Welch's t-test on the run-level values of
+//!   the metric itself (each run's p99, throughput, …, kept under
+//!   `benchplan.repeats.values`), the candidate's scaled back by the threshold as
+//!   above. Runs, not requests, are then the samples: the run-to-run noise a machine
+//!   adds (a busy neighbour for one run) is in the test.
 //!
 //! Results without histograms (plain `vllm bench serve` files) get no p-value: the
 //! threshold alone decides, as before.
@@ -130,9 +135,175 @@ pub fn proportion_lower(
     Some(normal_cdf((pc - pb) / se))
 }
 
+/// One-sided p-value that `cand`'s run-level values, scaled back by the threshold, are
+/// still worse than `base`'s (Welch's t-test, Welch–Satterthwaite degrees of freedom):
+/// larger when `lower_is_better`, else smaller. None with fewer than two runs a side.
+pub fn welch_worse(base: &[f64], cand: &[f64], margin: f64, lower_is_better: bool) -> Option<f64> {
+    if base.len() < 2 || cand.len() < 2 {
+        return None;
+    }
+    let m = margin.max(0.0);
+    // Worse by more than the margin: slower than base·(1+m), or below base·(1−m).
+    let scale = if lower_is_better {
+        1.0 / (1.0 + m)
+    } else {
+        1.0 / (1.0 - m).max(f64::EPSILON)
+    };
+    let cand: Vec<f64> = cand.iter().map(|x| x * scale).collect();
+    let t = welch_t(base, &cand)?;
+    let (t, df) = if lower_is_better { t } else { (-t.0, t.1) };
+    Some(student_t_sf(t, df))
+}
+
+/// Welch's t statistic of `b` over `a` (mean(b) − mean(a) in standard errors) and its
+/// degrees of freedom. None when both samples are constant and equal.
+pub fn welch_t(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
+    let stats = |x: &[f64]| {
+        let n = x.len() as f64;
+        let mean = x.iter().sum::<f64>() / n;
+        let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        (n, mean, var)
+    };
+    let ((na, ma, va), (nb, mb, vb)) = (stats(a), stats(b));
+    let (sa, sb) = (va / na, vb / nb);
+    let se2 = sa + sb;
+    if se2 == 0.0 {
+        return (ma != mb).then(|| (f64::INFINITY.copysign(mb - ma), na + nb - 2.0));
+    }
+    let df = se2 * se2 / (sa * sa / (na - 1.0) + sb * sb / (nb - 1.0));
+    Some(((mb - ma) / se2.sqrt(), df))
+}
+
+/// P(T > t) for Student's t with `df` degrees of freedom (through the regularized
+/// incomplete beta function).
+pub fn student_t_sf(t: f64, df: f64) -> f64 {
+    if t.is_infinite() {
+        return if t > 0.0 { 0.0 } else { 1.0 };
+    }
+    let x = df / (df + t * t);
+    let tail = 0.5 * incomplete_beta(df / 2.0, 0.5, x);
+    if t > 0.0 { tail } else { 1.0 - tail }
+}
+
+/// The regularized incomplete beta function I_x(a, b) (Numerical Recipes' continued
+/// fraction, Lentz's method).
+fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if x >= 1.0 {
+        return 1.0;
+    }
+    let ln_front = ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln();
+    let front = ln_front.exp();
+    // The continued fraction converges fast for x < (a+1)/(a+b+2); use symmetry beyond.
+    if x < (a + 1.0) / (a + b + 2.0) {
+        front * beta_fraction(a, b, x) / a
+    } else {
+        1.0 - front * beta_fraction(b, a, 1.0 - x) / b
+    }
+}
+
+fn beta_fraction(a: f64, b: f64, x: f64) -> f64 {
+    const TINY: f64 = 1e-300;
+    let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
+    let mut c = 1.0;
+    let mut d = 1.0 - qab * x / qap;
+    if d.abs() < TINY {
+        d = TINY;
+    }
+    d = 1.0 / d;
+    let mut h = d;
+    for m in 1..300 {
+        let m = f64::from(m);
+        let m2 = 2.0 * m;
+        let aa = m * (b - m) * x / ((qam + m2) * (a + m2));
+        d = 1.0 + aa * d;
+        d = if d.abs() < TINY { TINY } else { d };
+        c = 1.0 + aa / c;
+        c = if c.abs() < TINY { TINY } else { c };
+        d = 1.0 / d;
+        h *= d * c;
+        let aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
+        d = 1.0 + aa * d;
+        d = if d.abs() < TINY { TINY } else { d };
+        c = 1.0 + aa / c;
+        c = if c.abs() < TINY { TINY } else { c };
+        d = 1.0 / d;
+        let del = d * c;
+        h *= del;
+        if (del - 1.0).abs() < 1e-14 {
+            break;
+        }
+    }
+    h
+}
+
+/// ln Γ(x) (Lanczos, g = 7, nine coefficients: about 15 significant digits).
+fn ln_gamma(x: f64) -> f64 {
+    const G: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        let pi = std::f64::consts::PI;
+        return (pi / (pi * x).sin()).ln() - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let mut a = G[0];
+    let t = x + 7.5;
+    for (i, g) in G.iter().enumerate().skip(1) {
+        a += g / (x + i as f64);
+    }
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn welchs_t_matches_scipy() {
+        // scipy.stats.ttest_ind(b, a, equal_var=False, alternative="greater").
+        let a = [100.0, 102.0, 98.0, 101.0, 99.0];
+        let b = [104.0, 107.0, 103.0, 106.0, 105.0];
+        let (t, df) = welch_t(&a, &b).unwrap();
+        assert!(
+            (t - 5.0).abs() < 1e-9 && (df - 8.0).abs() < 1e-9,
+            "{t} {df}"
+        );
+        let p = welch_worse(&a, &b, 0.0, true).unwrap();
+        assert!((p - 0.000_526_412_896_683_27).abs() < 1e-9, "{p}");
+        let (a, b) = ([10.0, 12.0, 11.0], [10.5, 12.5, 11.2, 13.0]);
+        let (t, df) = welch_t(&a, &b).unwrap();
+        assert!((t - 0.981_022_943_175_946_1).abs() < 1e-9, "{t}");
+        assert!((df - 4.795_162_699_169_687).abs() < 1e-9, "{df}");
+        let p = welch_worse(&a, &b, 0.0, true).unwrap();
+        assert!((p - 0.186_724_593_633_445_54).abs() < 1e-8, "{p}");
+        // scipy.stats.t.sf
+        for (t, df, want) in [
+            (2.0, 3.5, 0.063_069_261_287_956_72),
+            (0.5, 10.0, 0.313_946_802_871_486_5),
+            (-1.0, 4.0, 0.813_049_516_849_970_5),
+        ] {
+            let got = student_t_sf(t, df);
+            assert!((got - want).abs() < 1e-9, "t {t} df {df}: {got} vs {want}");
+        }
+        // Higher is better: a throughput that fell is worse; one that rose is not.
+        let base = [50.0, 51.0, 49.5, 50.5];
+        assert!(welch_worse(&base, &[40.0, 41.0, 39.0, 40.5], 0.05, false).unwrap() < 0.001);
+        assert!(welch_worse(&base, &[52.0, 51.0, 53.0, 52.5], 0.05, false).unwrap() > 0.9);
+        // Within the margin is no regression, however consistent.
+        assert!(welch_worse(&base, &[48.6, 48.5, 48.7, 48.6], 0.05, false).unwrap() > 0.5);
+        assert!(welch_worse(&[1.0], &[2.0, 3.0], 0.0, true).is_none());
+    }
 
     fn hist(values_us: impl IntoIterator<Item = u64>) -> Histogram<u64> {
         let mut h = Histogram::<u64>::new(3).unwrap();

@@ -72,10 +72,43 @@ pub fn combine(runs: &[Map<String, Value>]) -> Map<String, Value> {
     block.remove("repeat");
     block.insert(
         "repeats".into(),
-        json!({"count": runs.len(), "runs": numbers, "spread_pct": spread, "pooled": pooled}),
+        json!({"count": runs.len(), "runs": numbers, "spread_pct": spread, "pooled": pooled,
+               "values": run_values(runs)}),
     );
     out.insert("benchplan".into(), Value::Object(block));
     rejudge(&mut out);
+    out
+}
+
+/// Each run's own value of every top-level number (its p99 TTFT, its throughput, …)
+/// and its success rate, in run order: the samples of a comparison across runs
+/// (Welch's t in `report::significance`).
+fn run_values(runs: &[Map<String, Value>]) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (k, v) in &runs[0] {
+        if !v.is_number() {
+            continue;
+        }
+        let xs: Option<Vec<f64>> = runs.iter().map(|r| r.get(k)?.as_f64()).collect();
+        if let Some(xs) = xs {
+            out.insert(k.clone(), json!(xs));
+        }
+    }
+    let rates: Option<Vec<f64>> = runs
+        .iter()
+        .map(|r| {
+            let ok = r.get("completed")?.as_f64()?;
+            let failed = r
+                .get("failed")
+                .or_else(|| r.get("benchplan")?.get("failed"))
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0);
+            (ok + failed > 0.0).then(|| ok / (ok + failed) * 100.0)
+        })
+        .collect();
+    if let Some(rates) = rates {
+        out.insert("success_rate".into(), json!(rates));
+    }
     out
 }
 
@@ -289,6 +322,15 @@ mod tests {
         let b = &c["benchplan"];
         assert_eq!(b["repeats"]["runs"], json!([1, 2]));
         assert_eq!(b["repeats"]["pooled"], json!(["ttft"]));
+        // Each run's own numbers stay, for a comparison across runs.
+        assert_eq!(
+            b["repeats"]["values"]["request_throughput"],
+            json!([1.0, 2.0])
+        );
+        assert_eq!(
+            b["repeats"]["values"]["success_rate"],
+            json!([100.0, 100.0])
+        );
         assert!(b.get("repeat").is_none());
         let v: Vec<Verdict> = serde_json::from_value(b["slo_verdicts"].clone()).unwrap();
         assert!(!v[0].pass, "{v:?}");

@@ -97,8 +97,9 @@ fn every_chart_is_svg_with_one_point_per_case_per_series() {
     assert_eq!(cases.len(), 6);
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     let charts = run.join("charts");
-    // The throughput–latency curves: per service a P50 and a P99 series, each with one
-    // marker per case of the service, labelled by its concurrency.
+    // The throughput–latency curves: per service a P50 series (circles) and a P99
+    // series (triangles), each with one marker per case of the service (and one in
+    // the legend), labelled by its concurrency.
     for metric in ["ttft", "tpot"] {
         let file = format!("charts/throughput_vs_{metric}.svg");
         assert!(
@@ -115,7 +116,14 @@ fn every_chart_is_svg_with_one_point_per_case_per_series() {
                 .or_default() += 1;
         }
         assert_eq!(by_colour.len(), 2, "one colour per service: {by_colour:?}");
-        assert!(by_colour.values().all(|n| *n == 3 * 2), "{by_colour:?}");
+        assert!(by_colour.values().all(|n| *n == 3 + 1), "{by_colour:?}");
+        let mut triangles: std::collections::BTreeMap<String, usize> = Default::default();
+        for t in elements(&doc, "polygon") {
+            *triangles
+                .entry(t.attribute("fill").unwrap_or_default().to_string())
+                .or_default() += 1;
+        }
+        assert_eq!(triangles, by_colour, "P99 markers are triangles");
         let texts: Vec<String> = elements(&doc, "text")
             .iter()
             .filter_map(|t| t.text().map(|t| t.trim().to_string()))
@@ -152,8 +160,12 @@ fn every_chart_is_svg_with_one_point_per_case_per_series() {
                 .iter()
                 .filter_map(|t| t.text().map(str::trim))
                 .collect();
-            for (id, s) in &cases {
-                assert_eq!(texts.contains(&id.as_str()), s == svc, "{file} legend {id}");
+            // The legend names each case by its matrix value, not its id.
+            for label in ["c=1", "c=2", "c=4"] {
+                assert!(texts.contains(&label), "{file} legend {label}: {texts:?}");
+            }
+            for (id, _) in &cases {
+                assert!(!texts.contains(&id.as_str()), "{file} legend {id}");
             }
         }
     }
@@ -437,4 +449,112 @@ fn the_readme_shows_a_chart_the_quickstart_drew() {
     for label in ["c=1", "c=4", "c=16", "sim P50", "sim P99"] {
         assert!(texts.contains(&label), "{label} in {texts:?}");
     }
+}
+
+/// A fleet on one chart: a 70 ms service and a 2.5 s one.
+const FLEET: &str = r#"
+name = "fleet"
+[services.fast]
+sim = { preset = "fast", ttft = "70ms", itl = "2ms" }
+[services.slow]
+sim = { preset = "fast", ttft = "2500ms", itl = "20ms" }
+[defaults]
+dataset = { name = "random", input_len = 8, output_len = 4 }
+num_prompts = 4
+[matrix]
+max_concurrency = [2, 4]
+[slo]
+p99_ttft = "<= 3s"
+"#;
+
+#[test]
+fn a_fleet_of_fast_and_slow_services_reads_on_log_axes_with_slo_lines_and_legends_aside() {
+    let dir = temp("fleet");
+    std::fs::write(dir.join("plan.toml"), FLEET).unwrap();
+    let results = dir.join("r");
+    let out = benchplan(&[
+        "run",
+        dir.join("plan.toml").to_str().unwrap(),
+        "--results-dir",
+        results.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = batch_dir(&results);
+    let text = parse_svg(&run.join("charts/throughput_vs_ttft.svg"));
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let texts: Vec<(f64, String)> = elements(&doc, "text")
+        .iter()
+        .filter_map(|t| {
+            let x = t.attribute("x")?.parse().ok()?;
+            Some((x, t.text()?.trim().to_string()))
+        })
+        .collect();
+    let has = |s: &str| texts.iter().any(|(_, t)| t.contains(s));
+    // A 35× span: a log axis, whose ticks are decades, not a flat line at zero.
+    assert!(has("(log scale)"), "{texts:?}");
+    assert!(has("100") && has("1000"), "decade ticks: {texts:?}");
+    // The SLO as a line with its value; whole-number ticks (no `2.0`).
+    assert!(has("SLO p99_ttft 3000 ms"), "{texts:?}");
+    assert!(!texts.iter().any(|(_, t)| t.ends_with(".0")), "{texts:?}");
+    // The legend beside the plot, never over it: each entry right of the plot area.
+    for name in ["fast P50", "fast P99", "slow P50", "slow P99"] {
+        let (x, _) = texts
+            .iter()
+            .find(|(_, t)| t == name)
+            .unwrap_or_else(|| panic!("legend {name}: {texts:?}"));
+        assert!(*x > 540.0, "legend {name} at x {x}, inside the plot");
+    }
+    // The distributions name cases by their matrix values.
+    let cdf = parse_svg(&run.join("charts/ttft_cdf_slow.svg"));
+    let cdf = roxmltree::Document::parse(&cdf).unwrap();
+    let labels: Vec<&str> = elements(&cdf, "text")
+        .iter()
+        .filter_map(|t| t.text().map(str::trim))
+        .collect();
+    assert!(
+        labels.contains(&"c=2") && labels.contains(&"c=4"),
+        "{labels:?}"
+    );
+
+    // And in a real browser: report.html renders every chart.
+    let Some(chrome) = chromium() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the Chromium checks: .ci/run installs chromium"
+        );
+        eprintln!("SKIPPED the Chromium half: no chromium");
+        return;
+    };
+    let (port, _) = trap();
+    let dom = dump_dom(
+        &chrome,
+        &run.join("report.html"),
+        port,
+        &dir.join("profile"),
+    );
+    let charts = std::fs::read_dir(run.join("charts")).unwrap().count();
+    assert_eq!(dom.matches("<svg").count(), charts, "every chart inline");
+    assert!(dom.contains("(log scale)"), "the log chart rendered");
+    // A picture to look at (not asserted): target/fleet-report.png.
+    let shot = crate::support::repo().join("target/fleet-report.png");
+    let _ = Command::new(&chrome)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--window-size=1000,2600",
+            &format!("--user-data-dir={}", dir.join("profile-shot").display()),
+            &format!("--screenshot={}", shot.display()),
+        ])
+        .arg(format!("file://{}", run.join("report.html").display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -446,3 +446,52 @@ request_shape = {{ request_id = "none", chat_content = "string" }}
     assert_eq!(shape.request_id_header.as_deref(), Some("X-Correlation-Id"));
     assert_eq!(shape.chat_content, Some(ChatContent::Parts));
 }
+
+#[test]
+fn a_refusal_no_wording_fixes_names_the_cause_and_the_flags_to_try() {
+    // Every request: 400 with an empty body.
+    let (url, log) = scripted(|_, s, log| {
+        while let Some((head, _)) = read_request(s) {
+            log.lock().unwrap().push(head);
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let r = bench_run(
+        Path::new(env!("CARGO_BIN_EXE_benchplan")),
+        &[
+            "--base-url",
+            &url,
+            "--model",
+            "m",
+            "--tokenizer",
+            "tests/fixtures/tokenizer",
+            "--backend",
+            "openai-chat",
+            "--num-prompts",
+            "2",
+            "--random-input-len",
+            "4",
+            "--random-output-len",
+            "2",
+        ],
+        &[],
+        &[],
+    );
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("refused vLLM's request (http_400")
+            && r.stderr.contains("23 other wordings")
+            && r.stderr.contains("without saying why")
+            && r.stderr
+                .contains("--request-id, --request-id-header, --chat-content"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("request_shape ("),
+        "flag words: {}",
+        r.stderr
+    );
+    // Bounded: the smoke request's three tries, the check, and each wording once.
+    assert_eq!(log.lock().unwrap().len(), 3 + 1 + 23);
+}

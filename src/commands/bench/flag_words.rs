@@ -45,7 +45,13 @@ const PHRASES: &[(&str, &str)] = &[
     ("`model` in a plan or --model", "--model"),
     ("fix `model` in the plan", "fix --model"),
     ("point base_url at", "point --base-url at"),
-    ("set request_shape (", "set the wording flags ("),
+    (
+        "set request_shape (request_id, request_id_header, chat_content, stream_options, max_tokens_key)",
+        "set --request-id, --request-id-header, --chat-content, --stream-options or --max-tokens-key",
+    ),
+    ("set max_tokens_key", "set --max-tokens-key"),
+    ("try backend = \"openai\"", "try --backend openai"),
+    ("try backend = \"openai-chat\"", "try --backend openai-chat"),
     (
         "extra_body = { field = null }",
         "--extra-body '{\"field\": null}'",

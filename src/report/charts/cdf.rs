@@ -5,7 +5,10 @@
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 
-use super::style::{FONT, SIZE, color, err, range};
+use super::style::{
+    Entry, FONT, Marker, PLOT_WIDTH, SIZE, axis_label, color, err, legend, log_range, log_worthy,
+    near_data, range, slo_lines, tick,
+};
 use super::{CaseView, Chart, file_part};
 use crate::metrics::hist;
 
@@ -34,10 +37,10 @@ pub fn draw<'a>(
     }
     let mut out = Vec::new();
     for svc in services {
+        let mine: Vec<&CaseView> = cases.iter().filter(|c| c.service == svc).collect();
         for (metric, label) in [("ttft", "TTFT"), ("itl", "ITL")] {
-            let lines: Vec<(String, Vec<(f64, f64)>)> = cases
+            let lines: Vec<(String, Vec<(f64, f64)>)> = mine
                 .iter()
-                .filter(|c| c.service == svc)
                 .filter_map(|c| {
                     let text = result(&c.id)?
                         .get("benchplan")?
@@ -45,14 +48,15 @@ pub fn draw<'a>(
                         .get(metric)?
                         .as_str()?;
                     let pts = points(&hist::decode(text).ok()?);
-                    (!pts.is_empty()).then(|| (c.id.clone(), pts))
+                    (!pts.is_empty()).then(|| (name(c), pts))
                 })
                 .collect();
             if lines.is_empty() {
                 continue;
             }
+            let slos = slo_lines(mine.iter().flat_map(|c| &c.verdicts), metric);
             let title = format!("{label} distribution, service {svc}");
-            match svg(&lines, &title, label) {
+            match svg(&lines, &title, label, &slos) {
                 Ok(s) => {
                     let mut ch =
                         Chart::new("cdf", title, &format!("{metric}_cdf_{}", file_part(svc)), s);
@@ -66,44 +70,133 @@ pub fn draw<'a>(
     out
 }
 
-fn svg(lines: &[(String, Vec<(f64, f64)>)], title: &str, label: &str) -> Result<String, String> {
-    let xs = range(lines.iter().flat_map(|l| l.1.iter().map(|p| p.0)), true);
+/// A case's legend name: its load and matrix values (`c=2 in=512`), or its id when it
+/// has none.
+fn name(c: &CaseView) -> String {
+    let mut parts = Vec::new();
+    if let Some(n) = c.concurrency {
+        parts.push(format!("c={n}"));
+    }
+    if c.rate != "inf" && !c.rate.is_empty() {
+        parts.push(format!("r={}", c.rate));
+    }
+    parts.extend(c.axes.iter().map(|(k, v)| axis_label(k, v)));
+    if parts.is_empty() {
+        c.id.clone()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// The chart: the latency axis logarithmic when the cases span 20× or more, each
+/// latency SLO on this metric a grey line at its threshold, the legend beside the plot.
+fn svg(
+    lines: &[(String, Vec<(f64, f64)>)],
+    title: &str,
+    label: &str,
+    slos: &[(String, f64)],
+) -> Result<String, String> {
+    let data_max = lines
+        .iter()
+        .flat_map(|l| l.1.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max);
+    let (slos, far) = near_data(slos, data_max);
+    let slos = &slos;
+    let vals: Vec<f64> = lines
+        .iter()
+        .flat_map(|l| l.1.iter().map(|p| p.0))
+        .chain(slos.iter().map(|s| s.1))
+        .collect();
+    let (lo, hi) = vals
+        .iter()
+        .filter(|v| **v > 0.0)
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+            (lo.min(*v), hi.max(*v))
+        });
+    let log = log_worthy(lo, hi);
+    let mut entries: Vec<Entry> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| Entry {
+            name: n.clone(),
+            color: color(i),
+            dashed: false,
+            marker: Marker::None,
+        })
+        .collect();
+    entries.extend(far);
     let mut text = String::new();
     {
         let root = SVGBackend::with_string(&mut text, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, (FONT, 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(56)
-            .build_cartesian_2d(xs, 0.0..100.0)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc(format!("{label} (ms)"))
-            .y_desc("% at or below")
-            .label_style((FONT, 12))
-            .draw()
-            .map_err(err)?;
-        for (i, (name, pts)) in lines.iter().enumerate() {
-            let c = color(i);
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
-                .map_err(err)?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(2))
-                });
+        let (plot, side) = root.split_horizontally(PLOT_WIDTH);
+        let caption = if log {
+            format!("{title} (log scale)")
+        } else {
+            title.to_string()
+        };
+        macro_rules! body {
+            ($chart:ident, $x0:expr) => {{
+                $chart
+                    .configure_mesh()
+                    .x_desc(format!("{label} (ms)"))
+                    .y_desc("% at or below")
+                    .x_label_formatter(&|v| tick(*v))
+                    .y_label_formatter(&|v| tick(*v))
+                    .label_style((FONT, 12))
+                    // A log axis's many minor lines would grey out a decade.
+                    .light_line_style(if log { TRANSPARENT } else { BLACK.mix(0.1) })
+                    .draw()
+                    .map_err(err)?;
+                for (key, ms) in slos {
+                    let grey = RGBColor(120, 120, 120);
+                    $chart
+                        .draw_series(DashedLineSeries::new(
+                            vec![(*ms, 0.0), (*ms, 100.0)],
+                            3,
+                            3,
+                            grey.stroke_width(1),
+                        ))
+                        .map_err(err)?;
+                    $chart
+                        .draw_series(std::iter::once(Text::new(
+                            format!("SLO {key} {} ms", tick(*ms)),
+                            (*ms, 8.0),
+                            (FONT, 11).into_font().color(&grey),
+                        )))
+                        .map_err(err)?;
+                }
+                for (i, (_, pts)) in lines.iter().enumerate() {
+                    let pts = pts.iter().copied().filter(|p| p.0 >= $x0);
+                    $chart
+                        .draw_series(LineSeries::new(pts, color(i).stroke_width(2)))
+                        .map_err(err)?;
+                }
+            }};
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FONT, 12))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        let builder = |area| {
+            let mut b = ChartBuilder::on(area);
+            b.caption(&caption, (FONT, 18))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(56);
+            b
+        };
+        if log {
+            let xs = log_range(vals.iter().copied());
+            let x0 = xs.start;
+            let mut chart = builder(&plot)
+                .build_cartesian_2d(xs.log_scale(), 0.0..100.0)
+                .map_err(err)?;
+            body!(chart, x0);
+        } else {
+            let xs = range(vals.iter().copied(), true);
+            let mut chart = builder(&plot)
+                .build_cartesian_2d(xs, 0.0..100.0)
+                .map_err(err)?;
+            body!(chart, f64::NEG_INFINITY);
+        }
+        legend(&side, &entries)?;
         root.present().map_err(err)?;
     }
     Ok(text)

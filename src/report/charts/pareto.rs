@@ -5,7 +5,10 @@
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 
-use super::style::{FONT, SIZE, color, err, range};
+use super::style::{
+    Entry, FONT, Marker, PLOT_WIDTH, SIZE, color, err, legend, log_range, log_worthy, near_data,
+    range, slo_lines, tick,
+};
 use super::{CaseView, Chart};
 
 /// One line: a service (and workload), its points in swept order.
@@ -82,10 +85,11 @@ pub fn draw<'a>(
         if !ls.iter().any(|l| l.points.len() >= 2) {
             continue;
         }
-        match svg(&ls, label) {
+        let slos = slo_lines(cases.iter().flat_map(|c| &c.verdicts), metric);
+        match svg(&ls, label, &slos) {
             Ok(svg) => out.push(Chart::new(
                 "pareto",
-                format!("Output throughput vs {label} (P50 solid, P99 dashed)"),
+                format!("Output throughput vs {label} (P50 solid with circles, P99 dashed with triangles)"),
                 &format!("throughput_vs_{metric}"),
                 svg,
             )),
@@ -95,89 +99,147 @@ pub fn draw<'a>(
     out
 }
 
-fn svg(lines: &[Line], label: &str) -> Result<String, String> {
+/// The chart: the latency axis logarithmic when the lines span 20× or more (a 70 ms
+/// service beside a 5 s one), P50 solid with circles and P99 dashed with triangles,
+/// each point labelled with its swept value, each latency SLO on this metric a grey
+/// line, the legend beside the plot.
+fn svg(lines: &[Line], label: &str, slos: &[(String, f64)]) -> Result<String, String> {
     let xs = range(
         lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)),
         true,
     );
-    let ys = range(
-        lines
-            .iter()
-            .flat_map(|l| l.points.iter().flat_map(|p| [p.1, p.2]).flatten()),
-        true,
-    );
+    let data_max = lines
+        .iter()
+        .flat_map(|l| l.points.iter().flat_map(|p| [p.1, p.2]).flatten())
+        .fold(0.0f64, f64::max);
+    let (slos, far) = near_data(slos, data_max);
+    let slos = &slos;
+    let ys_vals: Vec<f64> = lines
+        .iter()
+        .flat_map(|l| l.points.iter().flat_map(|p| [p.1, p.2]).flatten())
+        .chain(slos.iter().map(|s| s.1))
+        .collect();
+    let (lo, hi) = ys_vals.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+        (lo.min(*v), hi.max(*v))
+    });
+    let log = log_worthy(lo, hi);
+    let mut entries = Vec::new();
     let mut text = String::new();
     {
         let root = SVGBackend::with_string(&mut text, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(format!("Output throughput vs {label}"), (FONT, 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(64)
-            .build_cartesian_2d(xs, ys)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("output tokens/s")
-            .y_desc(format!("{label} (ms)"))
-            .label_style((FONT, 12))
-            .draw()
-            .map_err(err)?;
-        for (i, l) in lines.iter().enumerate() {
-            let c = color(i);
-            for (p99, pick) in [(false, 1usize), (true, 2)] {
-                let pts: Vec<(f64, f64, &str)> = l
-                    .points
-                    .iter()
-                    .filter_map(|p| {
-                        let y = if pick == 1 { p.1 } else { p.2 };
-                        y.map(|y| (p.0, y, p.3.as_str()))
-                    })
-                    .collect();
-                if pts.is_empty() {
-                    continue;
-                }
-                let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, p.1)).collect();
-                let name = format!("{} {}", l.name, if p99 { "P99" } else { "P50" });
-                let style = c.stroke_width(2);
-                let legend = move |(x, y): (i32, i32)| {
-                    PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(2))
-                };
-                if p99 {
-                    chart
-                        .draw_series(DashedLineSeries::new(xy.clone(), 6, 4, style))
-                        .map_err(err)?
-                        .label(name)
-                        .legend(legend);
-                } else {
-                    chart
-                        .draw_series(LineSeries::new(xy.clone(), style))
-                        .map_err(err)?
-                        .label(name)
-                        .legend(legend);
-                }
-                // One marker per case: the data points (legend entries are lines).
-                chart
-                    .draw_series(xy.iter().map(|p| Circle::new(*p, 4, c.filled())))
+        let (plot, side) = root.split_horizontally(PLOT_WIDTH);
+        let caption = format!(
+            "Output throughput vs {label}{}",
+            if log { " (log scale)" } else { "" }
+        );
+        macro_rules! body {
+            ($chart:ident) => {{
+                $chart
+                    .configure_mesh()
+                    .x_desc("output tokens/s")
+                    .y_desc(format!("{label} (ms)"))
+                    .x_label_formatter(&|v| tick(*v))
+                    .y_label_formatter(&|v| tick(*v))
+                    .label_style((FONT, 12))
+                    // A log axis's many minor lines would grey out a decade.
+                    .light_line_style(if log { TRANSPARENT } else { BLACK.mix(0.1) })
+                    .draw()
                     .map_err(err)?;
-                if !p99 {
-                    chart
-                        .draw_series(pts.iter().map(|p| {
-                            Text::new(p.2.to_string(), (p.0, p.1), (FONT, 11).into_font())
-                        }))
+                for (key, ms) in slos {
+                    let grey = RGBColor(120, 120, 120);
+                    $chart
+                        .draw_series(DashedLineSeries::new(
+                            vec![(xs.start, *ms), (xs.end, *ms)],
+                            3,
+                            3,
+                            grey.stroke_width(1),
+                        ))
+                        .map_err(err)?;
+                    $chart
+                        .draw_series(std::iter::once(Text::new(
+                            format!("SLO {key} {} ms", tick(*ms)),
+                            (xs.start + (xs.end - xs.start) * 0.01, *ms),
+                            (FONT, 11).into_font().color(&grey),
+                        )))
                         .map_err(err)?;
                 }
-            }
+                for (i, l) in lines.iter().enumerate() {
+                    let c = color(i);
+                    for p99 in [false, true] {
+                        let pts: Vec<(f64, f64, &str)> = l
+                            .points
+                            .iter()
+                            .filter_map(|p| {
+                                let y = if p99 { p.2 } else { p.1 };
+                                y.filter(|y| !log || *y > 0.0)
+                                    .map(|y| (p.0, y, p.3.as_str()))
+                            })
+                            .collect();
+                        if pts.is_empty() {
+                            continue;
+                        }
+                        let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, p.1)).collect();
+                        let style = c.stroke_width(2);
+                        if p99 {
+                            $chart
+                                .draw_series(DashedLineSeries::new(xy.clone(), 6, 4, style))
+                                .map_err(err)?;
+                            $chart
+                                .draw_series(
+                                    xy.iter().map(|p| TriangleMarker::new(*p, 5, c.filled())),
+                                )
+                                .map_err(err)?;
+                        } else {
+                            $chart
+                                .draw_series(LineSeries::new(xy.clone(), style))
+                                .map_err(err)?;
+                            $chart
+                                .draw_series(xy.iter().map(|p| Circle::new(*p, 4, c.filled())))
+                                .map_err(err)?;
+                            $chart
+                                .draw_series(pts.iter().map(|p| {
+                                    Text::new(p.2.to_string(), (p.0, p.1), (FONT, 11).into_font())
+                                }))
+                                .map_err(err)?;
+                        }
+                        entries.push(Entry {
+                            name: format!("{} {}", l.name, if p99 { "P99" } else { "P50" }),
+                            color: c,
+                            dashed: p99,
+                            marker: if p99 {
+                                Marker::Triangle
+                            } else {
+                                Marker::Circle
+                            },
+                        });
+                    }
+                }
+            }};
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, 12))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        let builder = |area| {
+            let mut b = ChartBuilder::on(area);
+            b.caption(&caption, (FONT, 18))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(64);
+            b
+        };
+        if log {
+            let ys = log_range(ys_vals.iter().copied());
+            let mut chart = builder(&plot)
+                .build_cartesian_2d(xs.clone(), ys.log_scale())
+                .map_err(err)?;
+            body!(chart);
+        } else {
+            let ys = range(ys_vals.iter().copied(), true);
+            let mut chart = builder(&plot)
+                .build_cartesian_2d(xs.clone(), ys)
+                .map_err(err)?;
+            body!(chart);
+        }
+        entries.extend(far);
+        legend(&side, &entries)?;
         root.present().map_err(err)?;
     }
     Ok(text)

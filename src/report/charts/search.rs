@@ -44,6 +44,8 @@ fn svg(title: &str, knob: &str, history: &[Step], answer: Option<f64>) -> Result
             .configure_mesh()
             .x_desc(knob)
             .y_desc("SLO margin (%)")
+            .x_label_formatter(&|v| super::style::tick(*v))
+            .y_label_formatter(&|v| super::style::tick(*v))
             .label_style((FONT, 12))
             .draw()
             .map_err(err)?;

@@ -79,6 +79,8 @@ fn svg(title: &str, t: &[f64], counts: &[(&str, Series)], kv: &Series) -> Result
         chart
             .configure_mesh()
             .y_desc("requests")
+            .x_label_formatter(&|v| super::style::tick(*v))
+            .y_label_formatter(&|v| super::style::tick(*v))
             .label_style((FONT, 12))
             .draw()
             .map_err(err)?;
@@ -113,6 +115,8 @@ fn svg(title: &str, t: &[f64], counts: &[(&str, Series)], kv: &Series) -> Result
             .configure_mesh()
             .x_desc("seconds from the first request")
             .y_desc("KV cache %")
+            .x_label_formatter(&|v| super::style::tick(*v))
+            .y_label_formatter(&|v| super::style::tick(*v))
             .label_style((FONT, 12))
             .draw()
             .map_err(err)?;

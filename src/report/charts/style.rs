@@ -46,3 +46,176 @@ pub fn range(vals: impl Iterator<Item = f64>, from_zero: bool) -> std::ops::Rang
     let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.05).max(1e-3);
     (if from_zero { lo } else { lo - pad })..(hi + pad)
 }
+
+/// The plot's share of the chart's width; the legend sits to its right, never over data.
+pub const PLOT_WIDTH: u32 = 540;
+
+/// Whether values spanning `lo..hi` need a log axis: one line would otherwise be flat
+/// at zero beside another (a 70 ms service beside a 5 s one).
+pub fn log_worthy(lo: f64, hi: f64) -> bool {
+    lo > 0.0 && hi / lo >= 20.0
+}
+
+/// Bounds for a log axis around `vals` (positive values only), on whole decades' 1-2-5
+/// steps so the ticks read round numbers.
+pub fn log_range(vals: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+    for v in vals.filter(|v| v.is_finite() && *v > 0.0) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return 1.0..10.0;
+    }
+    (lo / 1.3)..(hi * 1.3)
+}
+
+/// A tick label: whole numbers without decimals (`2`, not `2.0`), others with the
+/// decimals their size needs.
+pub fn tick(v: f64) -> String {
+    let a = v.abs();
+    if (v - v.round()).abs() < 1e-9 * a.max(1.0) || a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// How a legend entry is drawn: its colour, a dashed or solid line, a marker.
+pub struct Entry {
+    pub name: String,
+    pub color: RGBColor,
+    pub dashed: bool,
+    pub marker: Marker,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    None,
+    Circle,
+    Triangle,
+}
+
+/// Draws `entries` as a legend in `area` (the chart's right-hand strip), one a line.
+pub fn legend<DB: plotters::prelude::DrawingBackend>(
+    area: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    entries: &[Entry],
+) -> Result<(), String> {
+    use plotters::prelude::*;
+    let (mut y, x) = (48i32, 8i32);
+    for e in entries {
+        let style = e.color.stroke_width(2);
+        if e.dashed {
+            for k in 0..3 {
+                area.draw(&PathElement::new(
+                    vec![(x + k * 9, y), (x + k * 9 + 5, y)],
+                    style,
+                ))
+                .map_err(err)?;
+            }
+        } else {
+            area.draw(&PathElement::new(vec![(x, y), (x + 24, y)], style))
+                .map_err(err)?;
+        }
+        match e.marker {
+            Marker::Circle => area
+                .draw(&Circle::new((x + 12, y), 4, e.color.filled()))
+                .map_err(err)?,
+            Marker::Triangle => area
+                .draw(&TriangleMarker::new((x + 12, y), 5, e.color.filled()))
+                .map_err(err)?,
+            Marker::None => {}
+        }
+        let name: String = e.name.chars().take(30).collect();
+        area.draw(&Text::new(name, (x + 32, y - 7), (FONT, 12).into_font()))
+            .map_err(err)?;
+        y += 20;
+        if y > SIZE.1 as i32 - 20 {
+            area.draw(&Text::new("…", (x + 32, y - 7), (FONT, 12).into_font()))
+                .map_err(err)?;
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A matrix value's short label for a legend: `c=2` for max_concurrency, `r=4` for
+/// request_rate, `in=512`/`out=128` for dataset lengths, `n=` for num_prompts, else
+/// the key's last part.
+pub fn axis_label(key: &str, value: &str) -> String {
+    let short = match key {
+        "max_concurrency" => "c",
+        "request_rate" => "r",
+        "dataset.input_len" => "in",
+        "dataset.output_len" => "out",
+        "num_prompts" => "n",
+        k => k.rsplit('.').next().unwrap_or(k),
+    };
+    format!("{short}={value}")
+}
+
+/// The SLO lines a chart draws: those within reach of its data (at most 3× its largest
+/// value); the others would squash the data into a corner, so the legend names them
+/// instead (returned second, as legend entries).
+pub fn near_data(slos: &[(String, f64)], data_max: f64) -> (Vec<(String, f64)>, Vec<Entry>) {
+    let (mut near, mut far) = (Vec::new(), Vec::new());
+    for (k, ms) in slos {
+        if *ms <= data_max * 3.0 {
+            near.push((k.clone(), *ms));
+        } else {
+            far.push(Entry {
+                name: format!("SLO {k} {} ms (above)", tick(*ms)),
+                color: RGBColor(120, 120, 120),
+                dashed: true,
+                marker: Marker::None,
+            });
+        }
+    }
+    (near, far)
+}
+
+/// SLO lines for a chart of `metric` (`ttft`, `tpot`, `itl`, `e2el`): each latency SLO
+/// the given verdicts judged on it, as (its key, its threshold in ms), once each.
+pub fn slo_lines<'a>(
+    verdicts: impl Iterator<Item = &'a crate::slo::Verdict>,
+    metric: &str,
+) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for v in verdicts {
+        let Ok(slo) = crate::slo::Slo::from_verdict(v) else {
+            continue;
+        };
+        if let crate::slo::SloMetric::Latency { metric: m, .. } = slo.metric {
+            if m.name() == metric && !out.iter().any(|(k, _)| *k == slo.key) {
+                out.push((slo.key.clone(), slo.threshold));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_read_as_people_write_them() {
+        assert_eq!(tick(2.0), "2");
+        assert_eq!(tick(4.0), "4");
+        assert_eq!(tick(2.5), "2.5");
+        assert_eq!(tick(1234.567), "1235");
+        assert_eq!(tick(12.34), "12.3");
+        assert_eq!(tick(0.125), "0.125");
+        assert!(log_worthy(70.0, 5000.0) && !log_worthy(70.0, 300.0) && !log_worthy(0.0, 5.0));
+        assert_eq!(axis_label("max_concurrency", "2"), "c=2");
+        assert_eq!(axis_label("dataset.range_ratio", "0.5"), "range_ratio=0.5");
+    }
+}

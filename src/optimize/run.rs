@@ -372,10 +372,8 @@ fn metrics_at(results: &Map<String, Value>, outcome: &Outcome) -> Value {
     }
     // The ratios SLOs judge, which vLLM's result keys hold only as counts and rates.
     let num = |k: &str| r.get(k).and_then(Value::as_f64);
-    if let (Some(ok), Some(failed)) = (num("completed"), num("failed")) {
-        if ok + failed > 0.0 {
-            m.insert("success_rate".into(), json!(ok / (ok + failed) * 100.0));
-        }
+    if let Some(rate) = r.as_object().and_then(crate::results::success_rate) {
+        m.insert("success_rate".into(), json!(rate));
     }
     if let (Some(good), Some(all)) = (num("request_goodput"), num("request_throughput")) {
         if all > 0.0 {

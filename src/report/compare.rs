@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::plan::Report;
+use crate::results::counts;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DeltaRow {
@@ -198,10 +199,7 @@ pub const DEFAULT_COMPARED: [&str; 8] = [
 fn metric_value(r: &Map<String, Value>, k: &str) -> Option<f64> {
     let num = |k: &str| r.get(k).and_then(Value::as_f64);
     match k {
-        "success_rate" => {
-            let (ok, failed) = counts(r)?;
-            (ok + failed > 0.0).then(|| ok / (ok + failed) * 100.0)
-        }
+        "success_rate" => crate::results::success_rate(r),
         _ => num(k).or_else(|| {
             let rest = k.strip_prefix("p50_")?;
             num(&format!("median_{rest}"))
@@ -219,17 +217,6 @@ fn run_values(r: &Map<String, Value>, k: &str) -> Option<Vec<f64>> {
     })?;
     let xs: Option<Vec<f64>> = list.as_array()?.iter().map(Value::as_f64).collect();
     xs.filter(|x| x.len() >= 2)
-}
-
-/// Completed and failed requests of a result.
-fn counts(r: &Map<String, Value>) -> Option<(f64, f64)> {
-    let ok = r.get("completed")?.as_f64()?;
-    let failed = r
-        .get("failed")
-        .or_else(|| r.get("benchplan")?.get("failed"))
-        .and_then(Value::as_f64)
-        .unwrap_or(0.0);
-    Some((ok, failed))
 }
 
 /// The one-sided p-value that `cand` is worse than `base` on metric `k` by more than

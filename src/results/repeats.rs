@@ -94,18 +94,7 @@ fn run_values(runs: &[Map<String, Value>]) -> Map<String, Value> {
             out.insert(k.clone(), json!(xs));
         }
     }
-    let rates: Option<Vec<f64>> = runs
-        .iter()
-        .map(|r| {
-            let ok = r.get("completed")?.as_f64()?;
-            let failed = r
-                .get("failed")
-                .or_else(|| r.get("benchplan")?.get("failed"))
-                .and_then(Value::as_f64)
-                .unwrap_or(0.0);
-            (ok + failed > 0.0).then(|| ok / (ok + failed) * 100.0)
-        })
-        .collect();
+    let rates: Option<Vec<f64>> = runs.iter().map(super::success_rate).collect();
     if let Some(rates) = rates {
         out.insert("success_rate".into(), json!(rates));
     }

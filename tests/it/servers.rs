@@ -336,6 +336,29 @@ temperature = 0.0
     );
 }
 
+/// `bench` of two small chat requests against `url` (the fixture tokenizer), `extra`
+/// flags after the common ones.
+fn small_chat_bench(url: &str, extra: &[&str]) -> BenchRun {
+    let mut args = vec![
+        "--base-url",
+        url,
+        "--model",
+        "m",
+        "--tokenizer",
+        "tests/fixtures/tokenizer",
+        "--backend",
+        "openai-chat",
+        "--num-prompts",
+        "2",
+        "--random-input-len",
+        "4",
+        "--random-output-len",
+        "2",
+    ];
+    args.extend_from_slice(extra);
+    bench_run(Path::new(env!("CARGO_BIN_EXE_benchplan")), &args, &[], &[])
+}
+
 /// A chat server that records each request (head and body) and answers two tokens.
 fn recording_chat_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     scripted(|_, s, log| {
@@ -363,23 +386,9 @@ fn recording_chat_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Strin
 fn a_wording_set_explicitly_is_sent_exactly_and_a_service_wins_over_defaults() {
     // bench flags: exactly the wording asked for, on every request (the smoke included).
     let (url, log) = recording_chat_server();
-    let r = bench_run(
-        Path::new(env!("CARGO_BIN_EXE_benchplan")),
+    let r = small_chat_bench(
+        &url,
         &[
-            "--base-url",
-            &url,
-            "--model",
-            "m",
-            "--tokenizer",
-            "tests/fixtures/tokenizer",
-            "--backend",
-            "openai-chat",
-            "--num-prompts",
-            "2",
-            "--random-input-len",
-            "4",
-            "--random-output-len",
-            "2",
             "--request-id",
             "none",
             "--chat-content",
@@ -389,8 +398,6 @@ fn a_wording_set_explicitly_is_sent_exactly_and_a_service_wins_over_defaults() {
             "--max-tokens-key",
             "max_tokens",
         ],
-        &[],
-        &[],
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let seen = log.lock().unwrap().clone();
@@ -456,27 +463,7 @@ fn a_refusal_no_wording_fixes_names_the_cause_and_the_flags_to_try() {
             let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
         }
     });
-    let r = bench_run(
-        Path::new(env!("CARGO_BIN_EXE_benchplan")),
-        &[
-            "--base-url",
-            &url,
-            "--model",
-            "m",
-            "--tokenizer",
-            "tests/fixtures/tokenizer",
-            "--backend",
-            "openai-chat",
-            "--num-prompts",
-            "2",
-            "--random-input-len",
-            "4",
-            "--random-output-len",
-            "2",
-        ],
-        &[],
-        &[],
-    );
+    let r = small_chat_bench(&url, &[]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
         r.stderr.contains("refused vLLM's request (http_400")

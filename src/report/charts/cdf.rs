@@ -6,8 +6,8 @@ use plotters::prelude::*;
 use serde_json::{Map, Value};
 
 use super::style::{
-    Entry, FONT, Marker, PLOT_WIDTH, SIZE, axis_label, color, err, legend, log_range, log_worthy,
-    near_data, range, slo_lines, tick,
+    Entry, FONT, Marker, PLOT_WIDTH, SIZE, SLO_GREY, axis_label, color, err, legend, log_range,
+    log_worthy, near_data, range, slo_lines, slo_text, tick,
 };
 use super::{CaseView, Chart, file_part};
 use crate::metrics::hist;
@@ -88,7 +88,7 @@ fn name(c: &CaseView) -> String {
     }
 }
 
-/// The chart: the latency axis logarithmic when the cases span 20× or more, each
+/// The chart: the latency axis logarithmic when the cases span more than 10×, each
 /// latency SLO on this metric a grey line at its threshold, the legend beside the plot.
 fn svg(
     lines: &[(String, Vec<(f64, f64)>)],
@@ -149,20 +149,19 @@ fn svg(
                     .draw()
                     .map_err(err)?;
                 for (key, ms) in slos {
-                    let grey = RGBColor(120, 120, 120);
                     $chart
                         .draw_series(DashedLineSeries::new(
                             vec![(*ms, 0.0), (*ms, 100.0)],
                             3,
                             3,
-                            grey.stroke_width(1),
+                            SLO_GREY.stroke_width(1),
                         ))
                         .map_err(err)?;
                     $chart
                         .draw_series(std::iter::once(Text::new(
-                            format!("SLO {key} {} ms", tick(*ms)),
+                            slo_text(key, *ms),
                             (*ms, 8.0),
-                            (FONT, 11).into_font().color(&grey),
+                            (FONT, 11).into_font().color(&SLO_GREY),
                         )))
                         .map_err(err)?;
                 }

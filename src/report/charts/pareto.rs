@@ -6,8 +6,8 @@ use plotters::prelude::*;
 use serde_json::{Map, Value};
 
 use super::style::{
-    Entry, FONT, Marker, PLOT_WIDTH, SIZE, color, err, legend, log_range, log_worthy, near_data,
-    range, slo_lines, tick,
+    Entry, FONT, Marker, PLOT_WIDTH, SIZE, SLO_GREY, axis_label, color, err, legend, log_range,
+    log_worthy, near_data, range, slo_lines, slo_text, tick,
 };
 use super::{CaseView, Chart};
 
@@ -44,7 +44,8 @@ fn lines<'a>(
     {
         let mut name = c.service.clone();
         for (k, v) in &c.axes {
-            name.push_str(&format!(" {k}={v}"));
+            name.push(' ');
+            name.push_str(&axis_label(k, v));
         }
         let key = swept(c).0;
         match groups.iter_mut().find(|(n, _)| *n == name) {
@@ -99,7 +100,7 @@ pub fn draw<'a>(
     out
 }
 
-/// The chart: the latency axis logarithmic when the lines span 20× or more (a 70 ms
+/// The chart: the latency axis logarithmic when the lines span more than 10× (a 70 ms
 /// service beside a 5 s one), P50 solid with circles and P99 dashed with triangles,
 /// each point labelled with its swept value, each latency SLO on this metric a grey
 /// line, the legend beside the plot.
@@ -147,20 +148,19 @@ fn svg(lines: &[Line], label: &str, slos: &[(String, f64)]) -> Result<String, St
                     .draw()
                     .map_err(err)?;
                 for (key, ms) in slos {
-                    let grey = RGBColor(120, 120, 120);
                     $chart
                         .draw_series(DashedLineSeries::new(
                             vec![(xs.start, *ms), (xs.end, *ms)],
                             3,
                             3,
-                            grey.stroke_width(1),
+                            SLO_GREY.stroke_width(1),
                         ))
                         .map_err(err)?;
                     $chart
                         .draw_series(std::iter::once(Text::new(
-                            format!("SLO {key} {} ms", tick(*ms)),
+                            slo_text(key, *ms),
                             (xs.start + (xs.end - xs.start) * 0.01, *ms),
-                            (FONT, 11).into_font().color(&grey),
+                            (FONT, 11).into_font().color(&SLO_GREY),
                         )))
                         .map_err(err)?;
                 }

@@ -18,6 +18,14 @@ pub const PALETTE: [RGBColor; 8] = [
     RGBColor(0, 0, 0),
 ];
 
+/// SLO lines and their labels.
+pub const SLO_GREY: RGBColor = RGBColor(120, 120, 120);
+
+/// An SLO line's label: `SLO p99_ttft 500 ms`.
+pub fn slo_text(key: &str, ms: f64) -> String {
+    format!("SLO {key} {} ms", tick(ms))
+}
+
 pub const PASS: RGBColor = RGBColor(0, 158, 115);
 pub const FAIL: RGBColor = RGBColor(213, 94, 0);
 
@@ -50,10 +58,10 @@ pub fn range(vals: impl Iterator<Item = f64>, from_zero: bool) -> std::ops::Rang
 /// The plot's share of the chart's width; the legend sits to its right, never over data.
 pub const PLOT_WIDTH: u32 = 540;
 
-/// Whether values spanning `lo..hi` need a log axis: one line would otherwise be flat
-/// at zero beside another (a 70 ms service beside a 5 s one).
+/// Whether values spanning `lo..hi` need a log axis (more than 10×): one line would
+/// otherwise be flat at zero beside another (a 70 ms service beside a 5 s one).
 pub fn log_worthy(lo: f64, hi: f64) -> bool {
-    lo > 0.0 && hi / lo >= 20.0
+    lo > 0.0 && hi / lo > 10.0
 }
 
 /// Bounds for a log axis around `vals` (positive values only), on whole decades' 1-2-5
@@ -172,8 +180,8 @@ pub fn near_data(slos: &[(String, f64)], data_max: f64) -> (Vec<(String, f64)>, 
             near.push((k.clone(), *ms));
         } else {
             far.push(Entry {
-                name: format!("SLO {k} {} ms (above)", tick(*ms)),
-                color: RGBColor(120, 120, 120),
+                name: format!("{} (above)", slo_text(k, *ms)),
+                color: SLO_GREY,
                 dashed: true,
                 marker: Marker::None,
             });
@@ -214,7 +222,7 @@ mod tests {
         assert_eq!(tick(1234.567), "1235");
         assert_eq!(tick(12.34), "12.3");
         assert_eq!(tick(0.125), "0.125");
-        assert!(log_worthy(70.0, 5000.0) && !log_worthy(70.0, 300.0) && !log_worthy(0.0, 5.0));
+        assert!(log_worthy(70.0, 5000.0) && !log_worthy(70.0, 700.0) && !log_worthy(0.0, 5.0));
         assert_eq!(axis_label("max_concurrency", "2"), "c=2");
         assert_eq!(axis_label("dataset.range_ratio", "0.5"), "range_ratio=0.5");
     }

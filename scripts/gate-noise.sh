@@ -7,6 +7,7 @@
 #
 #   scripts/gate-noise.sh                      # 20 unchanged + 5 planted
 #   RUNS=5 PLANTED=2 BENCHPLAN=target/debug/benchplan scripts/gate-noise.sh
+#   BUSY=2 GATE_EXTRA="--set execution.repeats=3" scripts/gate-noise.sh   # runs as samples
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BENCHPLAN:-target/release/benchplan}
@@ -18,7 +19,7 @@ trap 'kill $busy 2>/dev/null || true; rm -rf "$work"' EXIT
 # BUSY busy loops beside the runs (default 1; 2 keeps both cores of a 2-core machine busy).
 busy=""
 for _ in $(seq 1 "${BUSY:-1}"); do ( while :; do :; done ) & busy="$busy $!"; done
-shrink=(--set defaults.num_prompts=24 --no-charts --quiet)
+shrink=(--set defaults.num_prompts=24 --no-charts --quiet ${GATE_EXTRA:-})
 "$BIN" run plans/quickstart.toml "${shrink[@]}" --results-dir "$work/base" >/dev/null 2>&1 || true
 base=$(ls -d "$work"/base/batch/batch_* | head -1)
 echo "baseline: $base"

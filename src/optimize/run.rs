@@ -541,12 +541,16 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
                 .unwrap_or_else(|| "value".into());
             let chart = charts
                 .then(|| {
-                    crate::report::charts::search::draw(
-                        &case.id,
-                        &knob,
-                        &outcome.history,
-                        outcome.answer,
-                    )
+                    let probes: Vec<crate::report::charts::search::Probe> = outcome
+                        .history
+                        .iter()
+                        .map(|s| crate::report::charts::search::Probe {
+                            value: s.value,
+                            margin: s.margin,
+                            pass: s.slo_pass,
+                        })
+                        .collect();
+                    crate::report::charts::search::draw(&case.id, &knob, &probes, outcome.answer)
                 })
                 .flatten()
                 .filter(|c| {

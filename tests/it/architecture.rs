@@ -127,3 +127,17 @@ fn the_simulator_stands_alone() {
     let bad = violations("sim/", &["planner", "client", "metrics"], &[]);
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+#[test]
+fn the_runners_and_the_reports_do_not_reach_up() {
+    // The executor and the load generator call no command (the service check, smoke
+    // request and wording search live in `load::preflight`); the report layer reads no
+    // optimizer or executor type (a search chart takes plain probes).
+    let bad: Vec<String> = [
+        violations("executor/", &["commands"], &[]),
+        violations("load/", &["commands", "executor"], &[]),
+        violations("report/", &["optimize", "executor", "commands"], &[]),
+    ]
+    .concat();
+    assert!(bad.is_empty(), "{bad:#?}");
+}

@@ -5,10 +5,20 @@ use plotters::prelude::*;
 
 use super::style::{FAIL, FONT, PASS, SIZE, err, range};
 use super::{Chart, file_part};
-use crate::optimize::search::Step;
+
+/// One probe of a search, as the chart draws it (the report layer does not read the
+/// optimizer's own types).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Probe {
+    /// The probed concurrency or rate.
+    pub value: f64,
+    /// The SLO margin (a fraction; below 0 an SLO failed).
+    pub margin: f64,
+    pub pass: bool,
+}
 
 /// The chart of one search (`case` names it), when it probed anything.
-pub fn draw(case: &str, knob: &str, history: &[Step], answer: Option<f64>) -> Option<Chart> {
+pub fn draw(case: &str, knob: &str, history: &[Probe], answer: Option<f64>) -> Option<Chart> {
     if history.is_empty() {
         return None;
     }
@@ -26,7 +36,7 @@ pub fn draw(case: &str, knob: &str, history: &[Step], answer: Option<f64>) -> Op
     }
 }
 
-fn svg(title: &str, knob: &str, history: &[Step], answer: Option<f64>) -> Result<String, String> {
+fn svg(title: &str, knob: &str, history: &[Probe], answer: Option<f64>) -> Result<String, String> {
     let xs = range(history.iter().map(|s| s.value), true);
     let ys = range(history.iter().map(|s| s.margin * 100.0).chain([0.0]), false);
     let mut text = String::new();
@@ -72,7 +82,7 @@ fn svg(title: &str, knob: &str, history: &[Step], answer: Option<f64>) -> Result
         }
         chart
             .draw_series(history.iter().map(|s| {
-                let c = if s.slo_pass { PASS } else { FAIL };
+                let c = if s.pass { PASS } else { FAIL };
                 Circle::new((s.value, s.margin * 100.0), 5, c.filled())
             }))
             .map_err(err)?;

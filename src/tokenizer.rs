@@ -23,6 +23,8 @@ pub struct ServerAddr {
     pub addr: String,
     pub via: Option<crate::client::proxy::Via>,
     pub api: TokenizeApi,
+    /// The special tokens the server puts before every tokenization (asked once).
+    pub special_prefix: Arc<std::sync::OnceLock<Vec<u32>>>,
 }
 
 /// The tokenize endpoints servers offer, in the order they are tried.
@@ -103,11 +105,15 @@ impl ServerAddr {
             return ids;
         }
         // llama-cpp-python always adds the model's special prefix (a BOS): drop it.
-        let prefix = self.tokenize("", true);
-        match ids.strip_prefix(prefix.as_slice()) {
+        match ids.strip_prefix(self.special_prefix()) {
             Some(rest) => rest.to_vec(),
             None => ids,
         }
+    }
+
+    /// The special tokens every tokenization starts with (a BOS), asked once.
+    fn special_prefix(&self) -> &[u32] {
+        self.special_prefix.get_or_init(|| self.tokenize("", true))
     }
 
     fn detokenize(&self, ids: &[u32]) -> String {
@@ -272,7 +278,7 @@ impl TokenModel {
         match self {
             TokenModel::Builtin => 0,
             TokenModel::Hf(t) => t.inner.encode_fast("", true).map_or(0, |e| e.len() as u64),
-            TokenModel::Server(addr) => addr.tokenize("", true).len() as u64,
+            TokenModel::Server(addr) => addr.special_prefix().len() as u64,
         }
     }
 

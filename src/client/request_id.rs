@@ -2,6 +2,8 @@
 //! default; a UUID, no header, or another header name where the request shape says so
 //! (llama-cpp-python's server answers 400 to an `x-request-id` that is not a UUID).
 
+use std::borrow::Cow;
+
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::plan::shape::{RequestIdForm, RequestShape};
@@ -14,10 +16,11 @@ pub struct RequestIds {
     pub header: Option<HeaderName>,
 }
 
-/// What a request sends: the `x-request-id` value (the clients' fast path), or the id
-/// under another name among the extra headers.
-pub struct Worded {
-    pub x_request_id: Option<String>,
+/// What a request sends: the `x-request-id` value (the clients' fast path, borrowed
+/// as given in vLLM's wording: no copy per request), or the id under another name among
+/// the extra headers.
+pub struct Worded<'a> {
+    pub x_request_id: Option<Cow<'a, str>>,
     pub extra: Option<HeaderMap>,
 }
 
@@ -38,11 +41,11 @@ impl RequestIds {
     }
 
     /// The headers that carry `id` (the run's `{prefix}{n}`) in this wording.
-    pub fn word(&self, id: Option<&str>, extra: Option<HeaderMap>) -> Worded {
+    pub fn word<'a>(&self, id: Option<&'a str>, extra: Option<HeaderMap>) -> Worded<'a> {
         let value = match (id, self.form) {
             (None, _) | (_, Some(RequestIdForm::None)) => None,
-            (Some(id), Some(RequestIdForm::Uuid)) => Some(uuid_for(id)),
-            (Some(id), _) => Some(id.to_string()),
+            (Some(id), Some(RequestIdForm::Uuid)) => Some(Cow::Owned(uuid_for(id))),
+            (Some(id), _) => Some(Cow::Borrowed(id)),
         };
         match (&self.header, value) {
             (Some(name), Some(v)) => {
@@ -79,19 +82,18 @@ pub fn uuid_for(id: &str) -> String {
     let hi = h.0;
     h.update(b"\x01");
     let lo = crate::hash::fnv1a64(&h.0.to_le_bytes()) ^ hi.rotate_left(17);
-    let b = ((u128::from(hi) << 64) | u128::from(lo)).to_be_bytes();
-    let mut b = b;
+    let mut b = ((u128::from(hi) << 64) | u128::from(lo)).to_be_bytes();
     b[6] = (b[6] & 0x0f) | 0x40; // version 4
     b[8] = (b[8] & 0x3f) | 0x80; // RFC 4122 variant
-    let x: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &x[0..8],
-        &x[8..12],
-        &x[12..16],
-        &x[16..20],
-        &x[20..32]
-    )
+    let mut out = String::with_capacity(36);
+    for (i, x) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push('-');
+        }
+        use std::fmt::Write;
+        let _ = write!(out, "{x:02x}");
+    }
+    out
 }
 
 #[cfg(test)]

@@ -123,13 +123,7 @@ pub async fn run_case(
     // Like vLLM's sweep: start each case with a cold prefix cache, so a case does not
     // measure the prompts of the one before. Not every server has the endpoint: a
     // refusal is recorded and warned about.
-    let prepared = Prepared {
-        reset: Some(
-            preflight::reset_prefix_cache(&resolved.client, &resolved.base_url, &resolved.headers)
-                .await,
-        ),
-        found: resolved.found.clone(),
-    };
+    let prepared = Prepared::before_case(resolved).await;
     // The plan's SLOs with the service's own (see `Planned::slos_for`).
     let slos = planned.slos_for(&case.service);
     // The wording the service accepted fills what the plan left unset.

@@ -13,7 +13,6 @@
 
 use std::time::Duration;
 
-use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
 use super::target::Resolved;
@@ -328,16 +327,13 @@ pub enum Reset {
 }
 
 /// `POST /reset_prefix_cache`, as vLLM's sweep does before each run.
-pub async fn reset_prefix_cache(
-    client: &reqwest::Client,
-    base_url: &str,
-    headers: &HeaderMap,
-) -> Reset {
-    let url = format!("{base_url}/reset_prefix_cache");
+async fn reset_prefix_cache(r: &Resolved) -> Reset {
+    let url = format!("{}/reset_prefix_cache", r.base_url);
     let fix = "the case may measure prompts an earlier case left in the cache; for vLLM start the server with VLLM_SERVER_DEV_MODE=1 (it serves the endpoint only then), or give each case its own seed";
-    match client
+    match r
+        .client
         .post(&url)
-        .headers(headers.clone())
+        .headers(r.headers.clone())
         .timeout(Duration::from_secs(10))
         .send()
         .await
@@ -364,6 +360,15 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// What `run` (and each optimize run) does before a case of `r`: the prefix-cache
+    /// reset, and the wording the service was found to take.
+    pub async fn before_case(r: &Resolved) -> Prepared {
+        Prepared {
+            reset: Some(reset_prefix_cache(r).await),
+            found: r.found.clone(),
+        }
+    }
+
     pub fn prefix_cache_reset(&self) -> bool {
         self.reset == Some(Reset::Done)
     }

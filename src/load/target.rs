@@ -155,6 +155,7 @@ pub fn server_tokenizer(addr: &str, via: Option<crate::client::proxy::Via>) -> O
                 addr: addr.clone(),
                 via: via.clone(),
                 api,
+                special_prefix: Default::default(),
             });
             let ids = t.encode("hello world");
             (!ids.is_empty() && !t.decode(&ids).is_empty()).then_some(t)

@@ -187,12 +187,7 @@ async fn evaluate(
     // resets it before a case. Otherwise a cached rerun passes where fresh prompts fail.
     p.seed = case.params.seed
         ^ crate::hash::fnv1a64(file.as_bytes()).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let prepared = crate::load::preflight::Prepared {
-        reset: Some(
-            crate::load::preflight::reset_prefix_cache(&r.client, &r.base_url, &r.headers).await,
-        ),
-        found: r.found.clone(),
-    };
+    let prepared = crate::load::preflight::Prepared::before_case(r).await;
     let file = file.to_string();
     {
         if !opt.cooldown.0.is_zero() {

@@ -200,21 +200,20 @@ fn metric_value(r: &Map<String, Value>, k: &str) -> Option<f64> {
     let num = |k: &str| r.get(k).and_then(Value::as_f64);
     match k {
         "success_rate" => crate::results::success_rate(r),
-        _ => num(k).or_else(|| {
-            let rest = k.strip_prefix("p50_")?;
-            num(&format!("median_{rest}"))
-        }),
+        _ => num(k).or_else(|| num(&median_key(k)?)),
     }
+}
+
+/// The key vLLM writes a `p50_` metric under (`median_ttft_ms` for `p50_ttft_ms`).
+fn median_key(k: &str) -> Option<String> {
+    k.strip_prefix("p50_").map(|rest| format!("median_{rest}"))
 }
 
 /// A repeated case's per-run values of metric `k` (`benchplan.repeats.values`; `p50_`
 /// reads `median_`), when there are at least two.
 fn run_values(r: &Map<String, Value>, k: &str) -> Option<Vec<f64>> {
     let values = r.get("benchplan")?.get("repeats")?.get("values")?;
-    let list = values.get(k).or_else(|| {
-        let rest = k.strip_prefix("p50_")?;
-        values.get(format!("median_{rest}"))
-    })?;
+    let list = values.get(k).or_else(|| values.get(median_key(k)?))?;
     let xs: Option<Vec<f64>> = list.as_array()?.iter().map(Value::as_f64).collect();
     xs.filter(|x| x.len() >= 2)
 }

@@ -43,23 +43,25 @@ max_concurrency = [1, 2, 4]
 p99_ttft = "<= 5s"
 "#;
 
+/// `run` of the plan `text` in a fresh folder `dir`, which must exit 0: its run folder.
+fn run_ok(dir: &Path, text: &str) -> PathBuf {
+    std::fs::write(dir.join("plan.toml"), text).unwrap();
+    let results = dir.join("r");
+    let out = benchplan(&[
+        "run",
+        dir.join("plan.toml").to_str().unwrap(),
+        "--results-dir",
+        results.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    batch_dir(&results)
+}
+
 /// Runs the sweep once for every test of this module that reads it.
 fn sweep() -> &'static Path {
     static RUN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    RUN.get_or_init(|| {
-        let dir = temp("sweep");
-        std::fs::write(dir.join("plan.toml"), SWEEP).unwrap();
-        let results = dir.join("r");
-        let out = benchplan(&[
-            "run",
-            dir.join("plan.toml").to_str().unwrap(),
-            "--results-dir",
-            results.to_str().unwrap(),
-            "--quiet",
-        ]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        batch_dir(&results)
-    })
+    RUN.get_or_init(|| run_ok(&temp("sweep"), SWEEP))
 }
 
 fn case_ids(run: &Path) -> Vec<(String, String)> {
@@ -470,17 +472,7 @@ p99_ttft = "<= 3s"
 #[test]
 fn a_fleet_of_fast_and_slow_services_reads_on_log_axes_with_slo_lines_and_legends_aside() {
     let dir = temp("fleet");
-    std::fs::write(dir.join("plan.toml"), FLEET).unwrap();
-    let results = dir.join("r");
-    let out = benchplan(&[
-        "run",
-        dir.join("plan.toml").to_str().unwrap(),
-        "--results-dir",
-        results.to_str().unwrap(),
-        "--quiet",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let run = batch_dir(&results);
+    let run = run_ok(&dir, FLEET);
     let text = parse_svg(&run.join("charts/throughput_vs_ttft.svg"));
     let doc = roxmltree::Document::parse(&text).unwrap();
     let texts: Vec<(f64, String)> = elements(&doc, "text")

@@ -33,12 +33,13 @@ mod support;
 use std::sync::Arc;
 
 use benchplan::client::backend::RequestInput;
-use benchplan::load::run::{RunOptions, run_case};
-use benchplan::load::target::{resolve, target};
+use benchplan::load::options::RunOptions;
+use benchplan::load::run::run_case;
 use benchplan::metrics::summary::summarize;
 use benchplan::plan::dataset::RandomDataset;
 use benchplan::plan::units::Rate;
 use benchplan::plan::{Backend, CaseParams, Dataset, Metric, Service};
+use benchplan::service::target::{resolve, target};
 use support::{
     SimProcess, own_cpu, peak_rss_mib, percentile, steal_and_total_ticks, steal_percent,
 };

@@ -531,7 +531,7 @@ fn write_man(dir: Option<&std::path::Path>) -> Result<(), String> {
             .render(&mut buf)
             .map_err(|e| e.to_string())?;
         let path = dir.join(format!("{name}.1"));
-        crate::results::write::write_atomic(&path, &buf)
+        crate::files::write_atomic(&path, &buf)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))
     };
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {

@@ -123,7 +123,7 @@ impl Endpoint {
     }
 
     /// An endpoint whose connections go through `via` (an HTTP proxy) when given.
-    pub fn for_url_via(url: &str, via: Option<&super::proxy::Via>) -> Option<Endpoint> {
+    pub fn for_url_via(url: &str, via: Option<&crate::proxy::Via>) -> Option<Endpoint> {
         let u = parse_http_url(url)?;
         let mut pool = Pool::new(u.authority);
         if let Some(v) = via {

@@ -36,7 +36,7 @@ pub struct ClientOptions {
     pub insecure: bool,
     /// A PEM file of extra trusted roots (a private CA), on top of the system's.
     pub ca_cert: Option<std::path::PathBuf>,
-    pub proxies: super::proxy::Proxies,
+    pub proxies: crate::proxy::Proxies,
 }
 
 /// A client for benchmark traffic with the environment's proxies (see `proxy`):
@@ -47,7 +47,7 @@ pub fn build_client(
 ) -> reqwest::Result<reqwest::Client> {
     let opts = ClientOptions {
         insecure,
-        proxies: super::proxy::Proxies::from_env(),
+        proxies: crate::proxy::Proxies::from_env(),
         ..ClientOptions::default()
     };
     build_client_with(&opts, max_connections).map_err(|e| match e {

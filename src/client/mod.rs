@@ -11,12 +11,11 @@
 
 pub mod backend;
 pub mod chunk;
-mod chunk_scan;
 pub mod encoding;
 pub mod h1;
 pub mod http;
 pub mod multipart;
-pub mod proxy;
+pub mod outcome;
 #[cfg(target_os = "linux")]
 mod reader;
 pub mod request;

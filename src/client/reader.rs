@@ -35,7 +35,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use super::h1::{self, Wire};
-use super::request::fail;
+use super::outcome::fail;
 use super::rx_time::Clocks;
 use super::stream::{Alarm, End, Reading};
 use crate::metrics::sample::Sample;
@@ -509,12 +509,6 @@ fn pump(job: &mut Job, scratch: &mut Vec<u8>, clocks: &Clocks) -> Turn {
 
 #[cfg(test)]
 mod tests {
-    use std::io::{Read, Write};
-    use std::time::Duration;
-
-    use crate::client::request::{Limits, Target, send};
-    use crate::plan::Backend;
-
     #[test]
     fn a_key_names_its_slot_and_only_the_stream_it_was_made_for() {
         let k = super::Key::new(7, 41);
@@ -525,42 +519,5 @@ mod tests {
         // Ids past 32 bits compare on their low half, as the key keeps it.
         assert!(super::Key::new(7, (1 << 32) + 41).is(41));
         assert_ne!(super::Key::new(7, 41).0, super::WAKE);
-    }
-
-    #[tokio::test]
-    async fn a_body_longer_than_a_turn_is_read_to_its_end_over_several_turns() {
-        // 20,000 token events already queued: more than a turn's reads, and no new
-        // segment will arrive to raise another edge, so only the backlog reads the rest.
-        let events: String = (0..20_000)
-            .map(|i| format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"t{i} \"}}]}}\n\n"))
-            .collect();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut head = [0u8; 4096];
-            let _ = s.read(&mut head);
-            let body = format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len());
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
-            let _ = s.write_all(body.as_bytes());
-            std::thread::sleep(Duration::from_secs(10)); // keep it open: no hang-up edge
-        });
-        let t = Target::new(
-            format!("http://{addr}/v1/completions"),
-            format!("http://{addr}"),
-            Backend::Openai,
-            "m".into(),
-            Default::default(),
-            crate::client::http::build_client(false, None).unwrap(),
-            Limits {
-                idle: Duration::from_secs(3),
-                total: Duration::from_secs(8),
-                ..Limits::default()
-            },
-        );
-        let o = send(&t, b"{}".to_vec(), None).await.sample;
-        assert!(o.success, "{:?}", o.error);
-        assert_eq!(o.chunks, 20_000);
-        assert!(o.text.starts_with("t0 t1 ") && o.text.ends_with("t19999 "));
     }
 }

@@ -25,58 +25,17 @@ use super::backend::{RequestInput, build_body};
 use super::chunk::Api;
 use super::h1;
 use super::http::error_chain;
-use super::proxy::{Proxies, Via};
+use super::outcome::{Limits, deadline_after, excerpt, fail, timed_out};
 use super::stream::{Alarm, End, Reading};
-use crate::metrics::sample::{RequestError, Sample};
+use crate::metrics::sample::Sample;
 use crate::plan::{Backend, CaseParams};
-
-/// How much a response may hold and how long it may take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// The largest SSE line or event (bytes); past it the request fails as
-    /// `oversized_response`.
-    pub max_event_bytes: usize,
-    /// The largest non-streamed body (a pooling answer), in bytes.
-    pub max_body_bytes: usize,
-    /// A stream that delivers no byte for this long fails as `idle_timeout`.
-    pub idle: Duration,
-    /// A request that has no complete answer after this long fails as `timeout`.
-    pub total: Duration,
-}
+use crate::proxy::{Proxies, Via};
 
 /// The content type of a JSON request body.
 const JSON: &str = "application/json";
 
 /// Error bodies are read up to this much for their message; the rest is not needed.
 const ERROR_BODY_BYTES: usize = 64 * 1024;
-/// Error messages keep this many characters.
-const MESSAGE_CHARS: usize = 500;
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_event_bytes: 16 << 20,
-            max_body_bytes: 256 << 20,
-            idle: Duration::from_secs(300),
-            // vLLM's aiohttp session: ClientTimeout(total=6 h).
-            total: Duration::from_secs(6 * 3600),
-        }
-    }
-}
-
-impl Limits {
-    /// The case's limits: its settings where given, the defaults elsewhere.
-    pub fn of(p: &CaseParams) -> Limits {
-        let d = Limits::default();
-        Limits {
-            max_event_bytes: p.max_event_bytes.map_or(d.max_event_bytes, |b| b as usize),
-            max_body_bytes: p.max_body_bytes.map_or(d.max_body_bytes, |b| b as usize),
-            idle: p.stream_idle_timeout.map_or(d.idle, |t| t.0),
-            total: p.request_timeout.map_or(d.total, |t| t.0),
-        }
-    }
-}
-
 /// Where requests go and how.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -188,27 +147,6 @@ pub struct Outcome {
     /// When writing the request finished (native client only): `written - sent` is the
     /// client's own share of the request's way to the server.
     pub written: Option<Instant>,
-}
-
-/// `s` cut to at most `n` characters, at a character boundary.
-pub fn truncate_chars(s: &mut String, n: usize) {
-    if let Some((i, _)) = s.char_indices().nth(n) {
-        s.truncate(i);
-    }
-}
-
-pub(super) fn fail(o: &mut Sample, kind: &str, message: impl Into<String>) {
-    o.success = false;
-    if o.error.is_none() {
-        // A server's words: no control character reaches a result, a report or the
-        // terminal (ESC, OSC-8 and NUL are kept visible as escapes).
-        let mut message = crate::escape::console(&message.into());
-        truncate_chars(&mut message, MESSAGE_CHARS);
-        o.error = Some(RequestError {
-            kind: kind.to_string(),
-            message,
-        });
-    }
 }
 
 fn classify(e: &reqwest::Error) -> &'static str {
@@ -523,32 +461,6 @@ async fn send_once<'a>(
     }
 }
 
-/// A short, printable excerpt of body bytes.
-pub(super) fn excerpt(b: &[u8]) -> String {
-    let mut s = String::from_utf8_lossy(b).into_owned();
-    truncate_chars(&mut s, 200);
-    s
-}
-
-/// Fails `o` for having no complete answer by the request timeout.
-pub(super) fn timed_out(o: &mut Sample, total: Duration) {
-    fail(
-        o,
-        "timeout",
-        format!(
-            "no complete answer within the request timeout of {:.1} s",
-            total.as_secs_f64()
-        ),
-    );
-}
-
-/// `start + d`, or a time past any run when that does not fit an `Instant`.
-pub(super) fn deadline_after(start: Instant, d: Duration) -> Instant {
-    start
-        .checked_add(d)
-        .unwrap_or_else(|| start + Duration::from_secs(10 * 365 * 86_400))
-}
-
 /// Sends the request and reads its answer. The request timeout (`limits.total`) is
 /// one deadline from the start: the sending and the head, an error body and a pooling
 /// answer each wait under it; a stream folds it into its one idle timer, so reading
@@ -777,18 +689,47 @@ async fn read_here(mut resp: Body<'_>, mut reading: Reading, deadline: Instant) 
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::io::{Read, Write};
+    use std::time::Duration;
 
-    #[test]
-    fn messages_are_cut_at_character_boundaries() {
-        let mut s = "错误".repeat(400);
-        truncate_chars(&mut s, 500);
-        assert_eq!(s.chars().count(), 500);
-        let mut short = "ok".to_string();
-        truncate_chars(&mut short, 500);
-        assert_eq!(short, "ok");
-        let mut o = Sample::default();
-        fail(&mut o, "http_500", "服务器内部错误".repeat(100));
-        assert_eq!(o.error.unwrap().message.chars().count(), 500);
+    use super::{Target, send};
+    use crate::client::outcome::Limits;
+    use crate::plan::Backend;
+
+    #[tokio::test]
+    async fn a_body_longer_than_a_turn_is_read_to_its_end_over_several_turns() {
+        // 20,000 token events already queued: more than a turn's reads, and no new
+        // segment will arrive to raise another edge, so only the backlog reads the rest.
+        let events: String = (0..20_000)
+            .map(|i| format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"t{i} \"}}]}}\n\n"))
+            .collect();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut head = [0u8; 4096];
+            let _ = s.read(&mut head);
+            let body = format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len());
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
+            let _ = s.write_all(body.as_bytes());
+            std::thread::sleep(Duration::from_secs(10)); // keep it open: no hang-up edge
+        });
+        let t = Target::new(
+            format!("http://{addr}/v1/completions"),
+            format!("http://{addr}"),
+            Backend::Openai,
+            "m".into(),
+            Default::default(),
+            crate::client::http::build_client(false, None).unwrap(),
+            Limits {
+                idle: Duration::from_secs(3),
+                total: Duration::from_secs(8),
+                ..Limits::default()
+            },
+        );
+        let o = send(&t, b"{}".to_vec(), None).await.sample;
+        assert!(o.success, "{:?}", o.error);
+        assert_eq!(o.chunks, 20_000);
+        assert!(o.text.starts_with("t0 t1 ") && o.text.ends_with("t19999 "));
     }
 }

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use super::chunk::{self, Api};
-use super::request::{Limits, deadline_after, excerpt, fail, timed_out};
+use super::outcome::{Limits, deadline_after, excerpt, fail, timed_out};
 use super::sse::{SseEvent, SseParser};
 use crate::metrics::sample::Sample;
 

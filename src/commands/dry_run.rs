@@ -2,12 +2,12 @@
 
 use crate::dataset::conversations::{self, Conversations, History};
 use crate::exit::Exit;
-use crate::load::target::resolve_tokenizer;
 use crate::metrics::stats::{mean, percentile};
 use crate::plan::Dataset;
 use crate::plan::Service;
 use crate::planner::Planned;
 use crate::planner::tokenizer::{TOKENIZER_OPTIONS, is_hub_id};
+use crate::service::target::resolve_tokenizer;
 use crate::tokenizer::{TokenModel, hf_offline};
 
 /// Prints, per case, the request count and input/output length statistics.

@@ -189,7 +189,7 @@ fn tokenizer_for(base_url: &str, model: &str) -> Result<Option<String>, String> 
     }
     let server = base_url
         .strip_prefix("http://")
-        .and_then(|addr| crate::load::target::server_tokenizer(addr, None));
+        .and_then(|addr| crate::service::target::server_tokenizer(addr, None));
     if server.is_some() {
         return Ok(Some("server".into()));
     }
@@ -214,7 +214,7 @@ fn ask_model(base_url: &str) -> Result<String, String> {
             v.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, v);
         }
-        crate::load::target::discover_model(&client, base_url, &headers)
+        crate::service::target::discover_model(&client, base_url, &headers)
             .await
             .map(|(id, _root)| id)
     })

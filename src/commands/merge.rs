@@ -18,9 +18,10 @@ use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
 
-use crate::executor::{RunSettings, json_bytes, write_reports};
+use crate::executor::{RunSettings, json_bytes};
 use crate::exit::Exit;
-use crate::results::write::write_atomic;
+use crate::files::write_atomic;
+use crate::report::write::write_reports;
 
 /// A shard that ran a case: its position among the merged shards and, cut by repeat,
 /// which of the case's repeats it ran.
@@ -397,7 +398,7 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
         }
     }
     let settings = RunSettings::default();
-    let code = write_reports(&dir, &view, &rows, &settings, Path::new("."));
+    let code = write_reports(&dir, &view, &rows, &settings.templates(), Path::new("."));
     if code != Exit::Ok {
         return Ok(code);
     }

@@ -2,7 +2,7 @@
 //! which OpenAI endpoints answer, whether streams report usage, one smoke request.
 //! `run` uses [`check_model`] before any case.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// `println!` for what a server said: every line with its control characters shown
 /// as escapes (a model id or an error body cannot clear the screen or hide text).
@@ -19,81 +19,15 @@ macro_rules! say {
     };
 }
 
-use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use crate::client::backend::{RequestInput, build_body};
-use crate::client::request::{Limits, Target, send};
+use crate::client::outcome::Limits;
+use crate::client::request::{Target, send};
 use crate::exit::Exit;
-use crate::load::target::discover_model;
 use crate::plan::{Backend, CaseParams, Service};
-
-async fn status(client: &reqwest::Client, url: &str, headers: &HeaderMap) -> String {
-    let t = Instant::now();
-    match client
-        .get(url)
-        .headers(headers.clone())
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-    {
-        Ok(r) => format!(
-            "HTTP {} ({:.1} ms)",
-            r.status().as_u16(),
-            t.elapsed().as_secs_f64() * 1e3
-        ),
-        Err(e) => format!("unreachable ({})", crate::client::http::describe(&e)),
-    }
-}
-
-/// Where a run would find the tokenizer of `root` (a plan without `tokenizer` uses the
-/// model's root), and whether the server's own tokenize endpoint (any form a run tries)
-/// is an alternative.
-async fn tokenizer_line(
-    client: &reqwest::Client,
-    base: &str,
-    headers: &HeaderMap,
-    model: &str,
-    root: &str,
-) -> String {
-    let local = if crate::tokenizer::find_local(root).is_some() {
-        format!("`{root}` is a local tokenizer or in the local Hugging Face cache")
-    } else if crate::planner::tokenizer::is_hub_id(root) {
-        format!("`{root}` is a Hugging Face id, not cached here: a run downloads it once")
-    } else {
-        format!("`{root}` is no tokenizer this machine has: a run needs `tokenizer` set")
-    };
-    for api in crate::tokenizer::TokenizeApi::ALL {
-        let mut body = api.tokenize_body("Say hello.", false);
-        body["model"] = Value::String(model.to_string());
-        let answer = client
-            .post(format!("{base}{}", api.tokenize_path()))
-            .headers(headers.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string())
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await;
-        let tokens = match answer {
-            Ok(r) if r.status().is_success() => {
-                let v: Value = serde_json::from_slice(&r.bytes().await.unwrap_or_default())
-                    .unwrap_or_default();
-                v["tokens"].as_array().is_some_and(|a| !a.is_empty())
-            }
-            _ => false,
-        };
-        if tokens {
-            return format!(
-                "{local}; the server tokenizes at {} ({} form), so tokenizer = \"server\" works too",
-                api.tokenize_path(),
-                api.server()
-            );
-        }
-    }
-    format!(
-        "{local}; the server has no tokenize endpoint benchplan knows (/tokenize, /extras/tokenize), so tokenizer = \"server\" cannot work"
-    )
-}
+use crate::service::checks::{metrics_line, status, tokenizer_line};
+use crate::service::target::discover_model;
 
 /// How `probe` reaches a service.
 #[derive(Debug, Clone, Default)]
@@ -106,46 +40,6 @@ pub struct ProbeArgs {
     pub headers: Vec<String>,
     /// The variable holding the API key (default OPENAI_API_KEY).
     pub api_key_env: Option<String>,
-}
-
-/// What `/metrics` offers: which server's names, how many series, and which of the
-/// per-case quantities benchplan maps (what a run's `server_metrics` will hold).
-async fn metrics_line(client: &reqwest::Client, base: &str, headers: &HeaderMap) -> String {
-    use crate::servermetrics::vocab::{self, COUNTERS, GAUGES, Server};
-    let src = crate::servermetrics::Source {
-        url: format!("{base}/metrics"),
-        client: client.clone(),
-        headers: headers.clone(),
-        interval: Duration::from_secs(1),
-    };
-    match src.fetch().await {
-        Ok(page) if page.is_empty() => "/metrics is empty: cases run without server metrics".into(),
-        Ok(page) => {
-            let server = Server::detect(&page);
-            let mut known: Vec<&str> = GAUGES
-                .iter()
-                .filter(|g| vocab::gauge(&page, g).is_some())
-                .map(|g| g.name)
-                .collect();
-            known.extend(
-                COUNTERS
-                    .iter()
-                    .filter(|(_, names)| vocab::total(&page, names).is_some())
-                    .map(|(n, _)| *n),
-            );
-            format!(
-                "/metrics: {} series, {} names{}",
-                page.len(),
-                server.as_str(),
-                if known.is_empty() {
-                    " (raw series kept)".to_string()
-                } else {
-                    format!("; per case: {}", known.join(", "))
-                }
-            )
-        }
-        Err(e) => format!("none ({e}): cases run without server metrics"),
-    }
 }
 
 pub fn run(args: ProbeArgs) -> Exit {
@@ -176,7 +70,7 @@ pub fn run(args: ProbeArgs) -> Exit {
             }
         }
     }
-    let headers = match crate::load::target::headers(&svc) {
+    let headers = match crate::service::target::headers(&svc) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("error: {e}");
@@ -313,7 +207,7 @@ pub fn run(args: ProbeArgs) -> Exit {
             let o = send(
                 &target,
                 build_body(b, &model, &input, &params),
-                Some(crate::load::preflight::SMOKE_ID),
+                Some(crate::service::preflight::SMOKE_ID),
             )
             .await
             .sample;
@@ -340,7 +234,7 @@ pub fn run(args: ProbeArgs) -> Exit {
             };
             say!("{:<12}{} {}", "endpoint:", b.default_endpoint(), line);
             if !o.success {
-                use crate::load::preflight::{Fit, fit};
+                use crate::service::preflight::{Fit, fit};
                 match fit(&target, &params, &input).await {
                     Fit::Found(f) => {
                         any_ok = true;

@@ -4,13 +4,14 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::executor::{RunSettings, write_reports};
+use crate::executor::RunSettings;
 use crate::exit::Exit;
 use crate::plan::Report;
 use crate::plan::units::{Percent, parse_percent};
 use crate::report::compare::{compare_dirs, load_results, markdown};
 use crate::report::csv::Row;
 use crate::report::view::{ReportView, ServiceView, case_view, recommend};
+use crate::report::write::write_reports;
 
 /// The view of a folder: its manifest's order and failures when it has one.
 pub(crate) fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
@@ -234,7 +235,7 @@ fn report_as(
                 Exit::Runtime
             }
         },
-        "md" => write_reports(dir, view, rows, &settings, Path::new(".")),
+        "md" => write_reports(dir, view, rows, &settings.templates(), Path::new(".")),
         other => {
             eprintln!("error: unknown --format `{other}`; use md, csv or json");
             Exit::BadPlan

@@ -283,7 +283,7 @@ mod tests {
         let reqs = random(&d, 500, 1, &TokenModel::Builtin, Backend::Openai).unwrap();
         for r in &reqs {
             let Prompt::Text(t) = &r.prompt else { panic!() };
-            assert_eq!(crate::sim::vocab::count(t) as u64, r.prompt_len);
+            assert_eq!(crate::tokenizer::builtin::count(t) as u64, r.prompt_len);
             assert!((50..=150).contains(&r.prompt_len));
             assert!((10..=30).contains(&r.output_len));
         }

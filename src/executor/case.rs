@@ -8,14 +8,14 @@ use std::time::{Instant, SystemTime};
 use serde_json::{Map, Value, json};
 
 use super::{RunControl, json_bytes};
+use crate::files::write_atomic;
 use crate::load::case::execute;
-use crate::load::preflight::{self, Prepared};
-use crate::load::run::RunOptions;
-use crate::load::target::Resolved;
+use crate::load::options::RunOptions;
 use crate::planner::{Case, Planned};
 use crate::report::view::verdicts;
 use crate::results::vllm_json::Header;
-use crate::results::write::write_atomic;
+use crate::service::preflight::{self, Prepared};
+use crate::service::target::Resolved;
 use crate::timefmt;
 
 /// How a case ended.

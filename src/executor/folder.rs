@@ -9,9 +9,9 @@ use std::time::SystemTime;
 use serde_json::json;
 
 use super::json_bytes;
+use crate::files::write_atomic;
 use crate::planner::Planned;
 use crate::redact::{redact_json, scrub, secret_values};
-use crate::results::write::write_atomic;
 
 /// Creates `batch/batch_YYYYMMDD_HHMMSS`, or the first free `…_N` after it.
 /// `create_dir` fails on an existing folder, so no two runs can share one.

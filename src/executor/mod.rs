@@ -11,9 +11,7 @@ pub mod case;
 pub mod folder;
 pub mod parallel;
 pub mod resume;
-pub mod services;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -21,6 +19,7 @@ use std::time::SystemTime;
 use serde_json::{Map, Value, json};
 
 use crate::exit::Exit;
+use crate::files::write_atomic;
 use crate::load::stop::Stop;
 use crate::planner::Planned;
 use crate::report::csv::Row;
@@ -28,7 +27,6 @@ use crate::report::view::{
     ReportView, ServiceView, axis_values, case_view, recommend, recommend_groups,
 };
 use crate::results::lock::FolderLock;
-use crate::results::write::write_atomic;
 use crate::timefmt;
 use case::Status;
 
@@ -55,6 +53,17 @@ pub struct RunSettings {
     pub junit: Option<PathBuf>,
     /// When this process runs one shard of the plan (its cases are already the shard's).
     pub shard: Option<ShardRun>,
+}
+
+impl RunSettings {
+    /// The report templates and chart setting of the run.
+    pub fn templates(&self) -> crate::report::write::Templates {
+        crate::report::write::Templates {
+            template: self.template.clone(),
+            html_template: self.html_template.clone(),
+            no_charts: self.no_charts,
+        }
+    }
 }
 
 /// What a shard's manifest records so a merge can check it against its siblings.
@@ -277,8 +286,8 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         .iter()
         .filter(|c| !done.contains_key(&c.id))
         .collect();
-    let services = services::prepare(planned, &pending).await;
-    let versions = services::versions(&services).await;
+    let services = crate::service::fleet::prepare(planned, &pending).await;
+    let versions = crate::service::fleet::versions(&services).await;
     let service_views: Vec<ServiceView> = plan
         .services
         .keys()
@@ -472,7 +481,13 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
             );
         }
     }
-    let reports = write_reports(&dir, &report, &rows, settings, &planned.source.dir);
+    let reports = crate::report::write::write_reports(
+        &dir,
+        &report,
+        &rows,
+        &settings.templates(),
+        &planned.source.dir,
+    );
     if reports == Exit::BadPlan {
         return reports;
     }
@@ -536,161 +551,4 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         return code.worst(Exit::Runtime);
     }
     code
-}
-
-/// A template: the given file (relative to the plan's folder unless it exists as
-/// given), or the built-in one.
-fn template_source(
-    custom: Option<&PathBuf>,
-    plan_dir: &Path,
-    builtin: (&str, &str),
-) -> Result<(String, String), String> {
-    match custom {
-        Some(p) => {
-            let p = if p.is_absolute() || p.exists() {
-                p.clone()
-            } else {
-                plan_dir.join(p)
-            };
-            std::fs::read_to_string(&p)
-                .map(|s| (p.display().to_string(), s))
-                .map_err(|e| format!("cannot read template {}: {e}", p.display()))
-        }
-        None => Ok((builtin.0.to_string(), builtin.1.to_string())),
-    }
-}
-
-/// Draws the charts into `dir/charts/` and lists them in the view (none with
-/// `--no-charts`). A chart that cannot be written is a warning, not a failed run.
-fn write_charts(
-    dir: &Path,
-    report: &mut ReportView,
-    rows: &[Row],
-    settings: &RunSettings,
-) -> Vec<crate::report::charts::Chart> {
-    if settings.no_charts {
-        return Vec::new();
-    }
-    let charts = crate::report::charts::draw(&report.cases, rows);
-    if charts.is_empty() {
-        return charts;
-    }
-    if let Err(e) = std::fs::create_dir_all(dir.join("charts")) {
-        eprintln!(
-            "warning: cannot create {}: {e}; no charts",
-            dir.join("charts").display()
-        );
-        return Vec::new();
-    }
-    let mut written = Vec::new();
-    for c in charts {
-        match write_atomic(&dir.join(&c.view.file), c.svg.as_bytes()) {
-            Ok(()) => written.push(c),
-            Err(e) => eprintln!("warning: cannot write {}: {e}", c.view.file),
-        }
-    }
-    report.charts = written.iter().map(|c| c.view.clone()).collect();
-    written
-}
-
-/// Renders report.md and report.html (the plan's or the built-in templates), draws
-/// the charts, writes summary.csv and metrics.prom into `dir`, prints the markdown,
-/// and appends it to $GITHUB_STEP_SUMMARY when that is set.
-pub fn write_reports(
-    dir: &Path,
-    report: &ReportView,
-    rows: &[Row],
-    settings: &RunSettings,
-    plan_dir: &Path,
-) -> Exit {
-    let sources = template_source(
-        settings.template.as_ref(),
-        plan_dir,
-        ("report.md.j2", crate::report::REPORT_MD),
-    )
-    .and_then(|md| {
-        template_source(
-            settings.html_template.as_ref(),
-            plan_dir,
-            ("report.html.j2", crate::report::REPORT_HTML),
-        )
-        .map(|html| (md, html))
-    });
-    let ((name, source), (html_name, html_source)) = match sources {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::BadPlan;
-        }
-    };
-    let mut report = report.clone();
-    let charts = write_charts(dir, &mut report, rows, settings);
-    let report = &report;
-    let md = match crate::report::render(&name, &source, report) {
-        Ok(md) => md,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::BadPlan;
-        }
-    };
-    let svgs: std::collections::BTreeMap<&str, &str> = charts
-        .iter()
-        .map(|c| (c.view.file.as_str(), c.svg.as_str()))
-        .collect();
-    let html = match crate::report::render_html(&html_name, &html_source, report, &svgs) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::BadPlan;
-        }
-    };
-    let csv = match crate::report::csv::summary_csv(rows) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: cannot build summary.csv: {e}");
-            return Exit::Runtime;
-        }
-    };
-    let prom = crate::report::openmetrics::openmetrics(rows, &report.cases);
-    // Every output is tried, whatever failed before it (a full disk may still take a
-    // small file), and each one that could not be written is named.
-    let mut unwritten = Vec::new();
-    for (file, bytes) in [
-        ("report.md", md.as_bytes()),
-        ("report.html", html.as_bytes()),
-        ("summary.csv", csv.as_bytes()),
-        ("metrics.prom", prom.as_bytes()),
-    ] {
-        if let Err(e) = write_atomic(&dir.join(file), bytes) {
-            eprintln!("error: cannot write {}: {e}", dir.join(file).display());
-            unwritten.push(file.to_string());
-        }
-    }
-    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
-        // The verdict and what failed, not the whole report: GitHub caps a step summary
-        // at 1 MiB and cannot show the charts' relative links.
-        match crate::report::render("summary.md.j2", crate::report::SUMMARY_MD, report) {
-            Ok(text) => {
-                let text = format!("{}\n", text.trim_end());
-                if let Err(e) =
-                    crate::results::write::append_json_line(Path::new(&summary), text.as_bytes())
-                {
-                    eprintln!("warning: cannot append to $GITHUB_STEP_SUMMARY: {e}");
-                }
-            }
-            Err(e) => eprintln!("warning: no step summary: {e}"),
-        }
-    }
-    // The report reaches stdout even when no file could hold it. A closed pipe
-    // (`| head`) ends the printing, not the run.
-    let _ = writeln!(std::io::stdout().lock(), "{md}");
-    if unwritten.is_empty() {
-        Exit::Ok
-    } else {
-        eprintln!(
-            "error: not written: {} (the report above is on stdout)",
-            unwritten.join(", ")
-        );
-        Exit::Runtime
-    }
 }

@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 
 use super::case::{CaseOutcome, Status, run_case};
 use super::resume::Finished;
-use super::services::Services;
 use super::{RunControl, json_bytes};
+use crate::files::write_atomic;
 use crate::planner::Planned;
-use crate::results::write::write_atomic;
+use crate::service::fleet::Services;
 
 /// `1h02m`, `3m20s`, `12s`.
 fn hms(secs: f64) -> String {

@@ -59,7 +59,7 @@ fn complete(r: &Map<String, Value>) -> bool {
             v.iter().any(|x| {
                 x.get("key")
                     .and_then(Value::as_str)
-                    .is_some_and(crate::planner::check::is_floor)
+                    .is_some_and(crate::slo::floors::is_floor)
                     && x.get("pass") == Some(&Value::Bool(false))
             })
         });

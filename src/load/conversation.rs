@@ -19,10 +19,9 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 use super::guard::CatchPanic;
+use super::options::{RunError, RunOptions};
 use super::prepare::{panicked, prepare, prewarm};
-use super::run::{
-    Accounting, CaseRun, RunError, RunOptions, collect, schedule, wait_unless_stopped,
-};
+use super::run::{Accounting, CaseRun, collect, schedule, wait_unless_stopped};
 use super::stop::Stop;
 use crate::client::backend::{Prompt, RequestInput, build_body};
 use crate::client::request::{Target, send_with};

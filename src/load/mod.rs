@@ -5,12 +5,12 @@ pub mod case;
 pub mod conversation;
 pub mod fdlimit;
 pub mod guard;
-pub mod preflight;
+pub mod options;
 pub mod prepare;
+pub mod result;
 pub mod run;
 pub mod schedule;
 pub mod stop;
-pub mod target;
 pub mod vllm_engine;
 
 /// The runtime a command runs its traffic on. One thread when only the client runs:

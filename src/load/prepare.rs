@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 use super::guard::CatchPanic;
-use super::run::{RunError, RunOptions};
+use super::options::{RunError, RunOptions};
 use crate::client::backend::RequestInput;
 use crate::client::request::{Target, send_input};
 use crate::metrics::sample::{RequestError, Sample};
@@ -53,7 +53,7 @@ pub(crate) async fn bounded<T>(
 pub(crate) async fn one(target: &Target, params: &CaseParams, input: &RequestInput) -> Sample {
     // Worded as the measured requests (a request id included), so a server that refuses
     // their wording refuses this one too.
-    let id = Some(super::preflight::SMOKE_ID);
+    let id = Some(crate::service::preflight::SMOKE_ID);
     match CatchPanic::new(send_input(target, params, input, id, None)).await {
         Ok(o) => o.sample,
         Err(msg) => panicked(msg),
@@ -192,7 +192,7 @@ async fn announced<T>(
             v = &mut f => return v,
             _ = tick.tick() => eprintln!(
                 "waiting for the smoke request to {} ({:.0} s so far; it fails after stream_idle_timeout = {:.0} s without an answer)",
-                crate::client::proxy::without_credentials(&target.url),
+                crate::proxy::without_credentials(&target.url),
                 start.elapsed().as_secs_f64(),
                 target.limits.idle.as_secs_f64()
             ),

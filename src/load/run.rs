@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::Semaphore;
 
 use super::guard::CatchPanic;
+use super::options::{RunError, RunOptions};
 pub use super::prepare::{SMOKE_PREFIX, Smoke};
 use super::prepare::{panicked, prepare, prewarm};
 use super::schedule::{ScheduleSpec, arrival_offsets, rate_at};
@@ -27,57 +28,6 @@ use crate::client::backend::RequestInput;
 use crate::client::request::{Target, send_input};
 use crate::metrics::record::RequestRecord;
 use crate::plan::CaseParams;
-
-/// How a case runs, beyond its parameters.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// Send one unmeasured request first and fail the case if it cannot succeed.
-    pub smoke: bool,
-    /// Show a progress bar on stderr.
-    pub progress: bool,
-    /// Without a terminal: one plain line on stderr this often (a CI log shows the case
-    /// moving), with `label` first.
-    pub progress_lines: Option<Duration>,
-    pub label: String,
-    /// The case's stop signal (Ctrl-C drains it).
-    pub stop: Stop,
-    /// How long requests in flight may finish after a drain before they are abandoned.
-    pub grace: Duration,
-    /// The case ends by then (`execution.timeout`): past it, what is in flight is
-    /// abandoned and what finished is kept.
-    pub deadline: Option<Instant>,
-    /// Prefix of `x-request-id`.
-    pub request_id_prefix: String,
-    /// Open the connections the run will use before it starts, so TCP set-up is not
-    /// measured as server latency (a production client keeps its connections warm).
-    pub prewarm_connections: bool,
-    /// Dataset file paths are relative to this folder (the plan's).
-    pub data_dir: std::path::PathBuf,
-    /// The service's `/metrics`, scraped around and during the measured requests.
-    pub server_metrics: Option<Arc<crate::servermetrics::Source>>,
-    /// Say on stderr what the smoke request waits for when it takes more than a few
-    /// seconds (`bench`, which prints nothing else before its run).
-    pub announce_waits: bool,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            smoke: true,
-            progress: false,
-            progress_lines: None,
-            label: String::new(),
-            stop: Stop::new(),
-            grace: Duration::from_secs(5),
-            deadline: None,
-            request_id_prefix: format!("benchplan-{:08x}-", std::process::id()),
-            prewarm_connections: true,
-            data_dir: std::path::PathBuf::from("."),
-            server_metrics: None,
-            announce_waits: false,
-        }
-    }
-}
 
 /// How many connections to open before the run: what its schedule can have in flight.
 /// Under a concurrency cap, the cap; at a finite rate, the arrivals of twice a request's
@@ -184,21 +134,6 @@ pub(crate) async fn scrape_before(
     let src = opts.server_metrics.clone()?;
     let page = src.fetch().await;
     Some((src, page))
-}
-
-/// Why a case could not be measured at all.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("the endpoint was not ready within {0:.0} s: {1}")]
-    NotReady(f64, String),
-    #[error("the smoke request failed {attempts} times; last error: {error}")]
-    Smoke { attempts: u32, error: String },
-    #[error("the case has no requests")]
-    Empty,
-    #[error("the case timed out during {0}, before any measured request")]
-    TimedOut(&'static str),
-    #[error("interrupted during {0}, before any measured request")]
-    Interrupted(&'static str),
 }
 
 /// The case's arrival offsets (seconds) for `n` arrivals.

@@ -16,10 +16,11 @@ use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
-use super::case::CaseResult;
-use super::run::{Accounting, CaseRun, RunOptions};
-use super::target::Resolved;
+use super::options::RunOptions;
+use super::result::CaseResult;
+use super::run::{Accounting, CaseRun};
 use crate::plan::{CaseParams, Dataset, Service};
+use crate::service::target::Resolved;
 
 /// The program to run: the service's `vllm_path` (relative to the plan's folder),
 /// `$BENCHPLAN_VLLM`, else `vllm` found on PATH.
@@ -268,24 +269,6 @@ fn dataset_flags(ds: &Dataset, dir: &Path, a: &mut Vec<String>) -> Result<(), St
         }
     }
     Ok(())
-}
-
-/// What `client = "vllm"` cannot run, for the planner: why, if anything.
-pub fn unsupported(params: &CaseParams) -> Option<String> {
-    match &params.dataset {
-        Dataset::Random(_)
-        | Dataset::PrefixRepetition(_)
-        | Dataset::Sharegpt(_)
-        | Dataset::Burstgpt(_) => None,
-        Dataset::Custom(c) if c.multimodal || c.replay_timestamps => Some(
-            "a custom dataset with multimodal or replay_timestamps is benchplan's own; vllm bench serve's custom dataset has neither".into(),
-        ),
-        Dataset::Custom(_) => None,
-        other => Some(format!(
-            "dataset `{}` is not mapped onto vllm bench serve's flags (random, prefix_repetition, sharegpt, custom and burstgpt are)",
-            other.name()
-        )),
-    }
 }
 
 /// Runs the case with `vllm bench serve` and reads its result.

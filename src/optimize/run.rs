@@ -16,15 +16,15 @@ use serde_json::{Map, Value, json};
 use super::search::{Config, Ending, Eval, Outcome, Phase, Request, search};
 use crate::executor::json_bytes;
 use crate::exit::Exit;
+use crate::files::write_atomic;
 use crate::load::case::execute;
-use crate::load::run::RunOptions;
-use crate::load::target::{Resolved, resolve};
+use crate::load::options::RunOptions;
 use crate::plan::optimize::{Optimize, SearchVar};
 use crate::plan::units::Rate;
 use crate::plan::{CaseParams, Service};
 use crate::planner::{Case, Planned};
 use crate::results::vllm_json::Header;
-use crate::results::write::write_atomic;
+use crate::service::target::{Resolved, resolve};
 use crate::slo::{Op, Slo, SloMetric};
 use crate::timefmt;
 
@@ -168,7 +168,7 @@ async fn evaluate(
     dir: &Path,
 ) -> (Eval, Option<(String, Value)>) {
     let opt = planned.plan.optimize.as_ref().expect("an optimize block");
-    let mut p: CaseParams = crate::load::preflight::shaped(&case.params, r.found.as_ref());
+    let mut p: CaseParams = crate::service::preflight::shaped(&case.params, r.found.as_ref());
     match var {
         Var::Concurrency { fixed_rate } => {
             p.max_concurrency = Some(req.value as u64);
@@ -187,7 +187,7 @@ async fn evaluate(
     // resets it before a case. Otherwise a cached rerun passes where fresh prompts fail.
     p.seed = case.params.seed
         ^ crate::hash::fnv1a64(file.as_bytes()).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let prepared = crate::load::preflight::Prepared::before_case(r).await;
+    let prepared = crate::service::preflight::Prepared::before_case(r).await;
     let file = file.to_string();
     {
         if !opt.cooldown.0.is_zero() {
@@ -403,7 +403,7 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
             };
             // The wording check `run` makes (see `preflight`); other failures show in the runs.
             if !svc.is_sim() {
-                use crate::load::preflight::{Fit, fit_service};
+                use crate::service::preflight::{Fit, fit_service};
                 match fit_service(&r, svc, &case.params).await {
                     Fit::Found(f) => {
                         eprintln!("note: {}", crate::escape::console(&f.note(&case.service)));

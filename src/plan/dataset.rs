@@ -93,6 +93,25 @@ impl Dataset {
         "custom_audio",
     ];
 
+    /// Why `client = "vllm"` cannot run this dataset, if it cannot: whether it maps
+    /// onto `vllm bench serve`'s flags.
+    pub fn vllm_unsupported(&self) -> Option<String> {
+        match self {
+            Dataset::Random(_)
+            | Dataset::PrefixRepetition(_)
+            | Dataset::Sharegpt(_)
+            | Dataset::Burstgpt(_) => None,
+            Dataset::Custom(c) if c.multimodal || c.replay_timestamps => Some(
+                "a custom dataset with multimodal or replay_timestamps is benchplan's own; vllm bench serve's custom dataset has neither".into(),
+            ),
+            Dataset::Custom(_) => None,
+            other => Some(format!(
+                "dataset `{}` is not mapped onto vllm bench serve's flags (random, prefix_repetition, sharegpt, custom and burstgpt are)",
+                other.name()
+            )),
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Dataset::Random(_) => "random",

@@ -10,6 +10,7 @@ pub mod load;
 pub mod optimize;
 pub mod params;
 pub mod schema;
+pub mod server_metrics;
 pub mod service;
 pub mod settings;
 pub mod shape;

@@ -330,7 +330,7 @@ pub struct CaseParams {
     pub metadata: IndexMap<String, String>,
     /// Scraping each service's Prometheus metrics (a service's own setting wins); on by default.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub server_metrics: Option<super::service::ServerMetricsSpec>,
+    pub server_metrics: Option<super::server_metrics::ServerMetricsSpec>,
 }
 
 impl Default for CaseParams {

@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::params::Backend;
+use super::server_metrics::ServerMetricsSpec;
 use super::sim::SimSpec;
-use super::units::Dur;
 
 /// One named target. Give either `base_url` (an external server) or `sim` (the embedded simulator).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -81,30 +81,6 @@ pub struct Service {
     pub slo: Option<super::SloSpec>,
 }
 
-/// Whether and how the server's own `/metrics` is scraped: before and after each case
-/// and every `scrape_interval` during it. On by default; a service without the page
-/// is reported once and runs without.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServerMetricsSpec {
-    /// Scrape at all.
-    pub enabled: bool,
-    /// Time between scrapes while the case runs, such as "1s" or "250ms".
-    pub scrape_interval: Dur,
-    /// Path of the metrics page on the service's base URL.
-    pub path: String,
-}
-
-impl Default for ServerMetricsSpec {
-    fn default() -> Self {
-        ServerMetricsSpec {
-            enabled: true,
-            scrape_interval: Dur(std::time::Duration::from_secs(1)),
-            path: "/metrics".into(),
-        }
-    }
-}
-
 impl Service {
     /// Whether this service is the embedded simulator.
     pub fn is_sim(&self) -> bool {
@@ -113,8 +89,8 @@ impl Service {
 
     /// The proxies this service's requests go through: the environment's unless
     /// `proxy = false`; none for the embedded simulator (it runs in this process).
-    pub fn proxies(&self) -> crate::client::proxy::Proxies {
-        crate::client::proxy::Proxies::from_env_if(!self.is_sim() && self.proxy != Some(false))
+    pub fn proxies(&self) -> crate::proxy::Proxies {
+        crate::proxy::Proxies::from_env_if(!self.is_sim() && self.proxy != Some(false))
     }
 
     /// A local tokenizer path, when `tokenizer` names one.

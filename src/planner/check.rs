@@ -6,118 +6,12 @@ use crate::plan::dataset::Dataset;
 use crate::plan::optimize::SearchVar;
 use crate::plan::params::{Backend, CaseParams, RampUp};
 use crate::plan::source::{join_index, join_key};
-use crate::plan::{Plan, PlanSource, Service, SloSpec};
-use crate::slo::{SLO_KEYS_HELP, Slo, SloMetric, Stat};
-
-/// Parses an SLO block into checks; bad keys become diagnostics at `base.key`.
-/// Each SLO comes with the key path it was written at.
-pub fn parse_slos(
-    spec: Option<&SloSpec>,
-    base: &str,
-    out: &mut Vec<Diagnostic>,
-) -> Vec<(Slo, String)> {
-    let mut slos = Vec::new();
-    let mut push = |r: Result<Slo, String>, path: String| match r {
-        Ok(s) => slos.push((s, path)),
-        Err(e) => out.push(Diagnostic::error(path, e).with_help(SLO_KEYS_HELP)),
-    };
-    match spec {
-        None => {}
-        Some(SloSpec::Table(t)) => {
-            for (k, v) in t {
-                // The floor every case must meet, SLOs or not (see `min_success_floor`).
-                let slo = match k.as_str() {
-                    MIN_SUCCESS_RATE => Slo::from_entry("success_rate", v).map(|s| Slo {
-                        key: MIN_SUCCESS_RATE.into(),
-                        op: crate::slo::Op::Ge,
-                        ..s
-                    }),
-                    MIN_OUTPUT_RATIO => Slo::from_entry("output_ratio", v).map(|s| Slo {
-                        key: MIN_OUTPUT_RATIO.into(),
-                        op: crate::slo::Op::Ge,
-                        ..s
-                    }),
-                    _ => Slo::from_entry(k, v),
-                };
-                push(slo, join_key(base, k));
-            }
-        }
-        Some(SloSpec::List(l)) => {
-            for (i, s) in l.iter().enumerate() {
-                push(Slo::from_seed(s), join_index(base, i));
-            }
-        }
-    }
-    slos
-}
+use crate::plan::{Plan, PlanSource, Service};
+use crate::slo::floors::parse_slos;
+use crate::slo::{Slo, SloMetric, Stat};
 
 /// The most requests one case may send: every one is built and kept in memory.
 pub const MAX_PROMPTS: u64 = 10_000_000;
-
-/// The key of the success-rate floor: in `[slo]` (`"95%"` or 95) or `defaults`.
-pub const MIN_SUCCESS_RATE: &str = "min_success_rate";
-
-/// Every case must succeed on this share of its requests, even in a plan without SLOs
-/// (a case that mostly failed measured nothing worth recommending). The `[slo]` table's
-/// `min_success_rate` wins, then `defaults.min_success_rate`, else 95%.
-pub fn min_success_floor(slos: &[(Slo, String)], defaults: &CaseParams) -> Option<(Slo, String)> {
-    floor(
-        slos,
-        MIN_SUCCESS_RATE,
-        crate::slo::SloMetric::SuccessRate,
-        defaults.min_success_rate,
-        95.0,
-    )
-}
-
-/// The key of the output-ratio floor: in `[slo]` (`"90%"` or 90) or `defaults`.
-pub const MIN_OUTPUT_RATIO: &str = "min_output_ratio";
-
-/// Every case sent with `ignore_eos` must get back this share of the output tokens it
-/// asked for (a server that cuts answers short measured nothing worth passing). The
-/// `[slo]` table's `min_output_ratio` wins, then `defaults.min_output_ratio`, else 90%.
-/// A case without `ignore_eos` is not judged on it.
-pub fn min_output_floor(slos: &[(Slo, String)], defaults: &CaseParams) -> Option<(Slo, String)> {
-    floor(
-        slos,
-        MIN_OUTPUT_RATIO,
-        crate::slo::SloMetric::OutputRatio,
-        defaults.min_output_ratio,
-        90.0,
-    )
-}
-
-/// A floor every case is judged on, unless the `[slo]` table sets it already: the
-/// `defaults` value (a fraction), else `percent`.
-fn floor(
-    slos: &[(Slo, String)],
-    key: &str,
-    metric: crate::slo::SloMetric,
-    set: Option<crate::plan::units::Percent>,
-    percent: f64,
-) -> Option<(Slo, String)> {
-    if slos.iter().any(|(s, _)| s.key == key) {
-        return None;
-    }
-    let (threshold, path) = match set {
-        Some(p) => (p.0 * 100.0, format!("defaults.{key}")),
-        None => (percent, format!("{key} (default)")),
-    };
-    Some((
-        Slo {
-            key: key.into(),
-            metric,
-            op: crate::slo::Op::Ge,
-            threshold,
-        },
-        path,
-    ))
-}
-
-/// Whether an SLO key is one of the floors every case is judged on.
-pub fn is_floor(key: &str) -> bool {
-    key == MIN_SUCCESS_RATE || key == MIN_OUTPUT_RATIO
-}
 
 /// A `base_url` that already holds the API's path: `…/v1` (the OpenAI SDK's habit) or a
 /// whole endpoint pasted in. The root to write instead, and the path found.
@@ -426,7 +320,7 @@ pub fn check_plan(
 /// A scrape interval the timer can keep and a path the server can be asked for.
 fn check_server_metrics(
     key: &str,
-    sm: &crate::plan::service::ServerMetricsSpec,
+    sm: &crate::plan::server_metrics::ServerMetricsSpec,
     out: &mut Vec<Diagnostic>,
 ) {
     if sm.scrape_interval.0 < std::time::Duration::from_millis(10) {
@@ -555,7 +449,7 @@ pub fn check_case(
         );
     }
     if p.client == Some(crate::plan::params::ClientEngine::Vllm)
-        && let Some(why) = crate::load::vllm_engine::unsupported(p)
+        && let Some(why) = p.dataset.vllm_unsupported()
     {
         out.push(
             Diagnostic::error(at("client"), format!("client = \"vllm\": {why}")).with_help(

@@ -21,7 +21,7 @@ pub use case::Case;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::plan::sim::{Preset, SimSpec};
 use crate::plan::{CaseParams, Plan, PlanSource, Service, load};
-use crate::slo::Slo;
+use crate::slo::{Slo, floors};
 
 /// A validated plan and its cases.
 #[derive(Debug, Clone)]
@@ -153,20 +153,20 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
                 .with_help("add [services.local] sim = { preset = \"tiny\" }"),
         );
     }
-    let mut slos = check::parse_slos(plan.slo.as_ref(), "slo", &mut diags);
+    let mut slos = floors::parse_slos(plan.slo.as_ref(), "slo", &mut diags);
     let user_slos = slos
         .iter()
-        .filter(|(s, _)| !check::is_floor(&s.key))
+        .filter(|(s, _)| !floors::is_floor(&s.key))
         .count();
     // The plan's own SLOs decide what optimize may search; the floor is added after.
     check::check_plan(&plan, &source, &slos, &mut diags);
-    slos.extend(check::min_success_floor(&slos, &plan.defaults));
-    slos.extend(check::min_output_floor(&slos, &plan.defaults));
+    slos.extend(floors::min_success_floor(&slos, &plan.defaults));
+    slos.extend(floors::min_output_floor(&slos, &plan.defaults));
     // An optimize block's own SLOs are judged on the same cases (their errors were reported above).
     let optimize_slos = plan
         .optimize
         .as_ref()
-        .map(|o| check::parse_slos(o.slo.as_ref(), "optimize.slo", &mut Vec::new()))
+        .map(|o| floors::parse_slos(o.slo.as_ref(), "optimize.slo", &mut Vec::new()))
         .unwrap_or_default();
     let judged: Vec<(Slo, String)> = slos.iter().chain(&optimize_slos).cloned().collect();
     // Each service's own SLOs, checked as the plan's are.
@@ -177,7 +177,10 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
                 &crate::plan::source::join_key("services", name),
                 "slo",
             );
-            service_slos.insert(name.clone(), check::parse_slos(Some(spec), &at, &mut diags));
+            service_slos.insert(
+                name.clone(),
+                floors::parse_slos(Some(spec), &at, &mut diags),
+            );
         }
     }
 
@@ -334,7 +337,7 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         slos.clone()
     } else {
         let mut o = optimize_slos;
-        for floor in [check::MIN_SUCCESS_RATE, check::MIN_OUTPUT_RATIO] {
+        for floor in [floors::MIN_SUCCESS_RATE, floors::MIN_OUTPUT_RATIO] {
             if !o.iter().any(|(s, _)| s.key == floor) {
                 o.extend(slos.iter().find(|(s, _)| s.key == floor).cloned());
             }

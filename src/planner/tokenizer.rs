@@ -3,7 +3,7 @@
 //! Prompts are built from token ids and output is counted in tokens, so a run against
 //! a server needs that server's tokenizer. Finding out only when the first case starts
 //! wastes a nightly job; this says it at `validate` and `--dry-run` time, with the
-//! options. It mirrors `load::target::resolve_tokenizer` without the network: a Hugging
+//! options. It mirrors `service::target::resolve_tokenizer` without the network: a Hugging
 //! Face id missing from the local cache is a warning (the run downloads it once), a
 //! name that is neither a path nor a hub id is an error.
 

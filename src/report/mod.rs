@@ -8,6 +8,7 @@ pub mod junit;
 pub mod openmetrics;
 pub mod significance;
 pub mod view;
+pub mod write;
 
 use minijinja::Environment;
 

@@ -169,7 +169,7 @@ pub struct ReportView {
     /// The comparison with the plan's baseline, when there is one.
     pub comparison: Option<super::compare::Comparison>,
     /// The charts drawn into the run folder's `charts/` (none with `--no-charts`).
-    pub charts: Vec<super::charts::ChartView>,
+    pub charts: Vec<ChartView>,
     /// The run folder, for the step summary's pointer to report.html.
     pub folder: Option<String>,
 }
@@ -363,8 +363,8 @@ fn not_recommended(cases: &[CaseView]) -> String {
                         .actual
                         .map_or("not measured".to_string(), |a| format!("{a:.2}{}", v.unit));
                     let what = match v.key.as_str() {
-                        crate::planner::check::MIN_SUCCESS_RATE => "below the success-rate floor",
-                        crate::planner::check::MIN_OUTPUT_RATIO => {
+                        crate::slo::floors::MIN_SUCCESS_RATE => "below the success-rate floor",
+                        crate::slo::floors::MIN_OUTPUT_RATIO => {
                             "below the output-ratio floor (answers cut short)"
                         }
                         _ => "misses",
@@ -437,4 +437,18 @@ pub fn axis_values<'a>(
             (k.to_string(), text)
         })
         .collect()
+}
+
+/// What the report says about one chart.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChartView {
+    /// `pareto`, `cdf`, `server` or `search`.
+    pub kind: String,
+    pub title: String,
+    /// Relative to the run folder, such as `charts/throughput_vs_ttft.svg`.
+    pub file: String,
+    /// The service a per-service chart is of.
+    pub service: Option<String>,
+    /// The case a per-case chart is of.
+    pub case: Option<String>,
 }

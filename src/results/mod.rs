@@ -1,11 +1,10 @@
-//! Writing results: vLLM-compatible result JSON, file names, atomic writes, and the
+//! Writing results: vLLM-compatible result JSON, file names, the folder lock, and the
 //! one result of a case's repeats.
 
 pub mod deviations;
 pub mod lock;
 pub mod repeats;
 pub mod vllm_json;
-pub mod write;
 
 use serde_json::{Map, Value};
 

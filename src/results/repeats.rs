@@ -332,7 +332,7 @@ mod tests {
     #[test]
     fn the_success_floor_reads_back_from_its_verdict() {
         let floor = Slo::from_verdict(&Verdict {
-            key: crate::planner::check::MIN_SUCCESS_RATE.into(),
+            key: crate::slo::floors::MIN_SUCCESS_RATE.into(),
             target: ">= 95%".into(),
             actual: None,
             unit: "%".into(),

@@ -30,10 +30,13 @@ pub(crate) struct Tick {
 }
 
 impl Source {
-    /// The page `spec.path` of a resolved service, with its headers.
+    /// The page `spec.path` under `base_url`, asked for with `client` and `headers`
+    /// (the service's own, so an authenticated server answers).
     pub fn new(
-        r: &crate::load::target::Resolved,
-        spec: &crate::plan::service::ServerMetricsSpec,
+        base_url: &str,
+        client: &reqwest::Client,
+        headers: &HeaderMap,
+        spec: &crate::plan::server_metrics::ServerMetricsSpec,
     ) -> Source {
         let path = if spec.path.starts_with('/') {
             spec.path.clone()
@@ -41,9 +44,9 @@ impl Source {
             format!("/{}", spec.path)
         };
         Source {
-            url: format!("{}{path}", r.base_url),
-            client: r.client.clone(),
-            headers: r.headers.clone(),
+            url: format!("{base_url}{path}"),
+            client: client.clone(),
+            headers: headers.clone(),
             // The planner refuses 0; this keeps a timer from spinning on it regardless.
             interval: spec.scrape_interval.0.max(Duration::from_millis(10)),
         }

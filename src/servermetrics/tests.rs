@@ -127,7 +127,7 @@ fn an_empty_page_has_no_series_and_a_broken_one_is_an_error() {
 fn source() -> Source {
     Source {
         url: "http://127.0.0.1:1/metrics".into(),
-        client: crate::client::http::build_client(false, None).unwrap(),
+        client: reqwest::Client::builder().no_proxy().build().unwrap(),
         headers: Default::default(),
         interval: Duration::from_millis(100),
     }

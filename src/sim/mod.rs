@@ -7,7 +7,7 @@
 //! - [`http`]: the API (completions, chat, responses, audio transcriptions and
 //!   translations, embeddings, rerank, models, health, tokenize, metrics) and fault
 //!   injection; [`multipart`]: the audio endpoints' form uploads;
-//! - [`body`]: SSE streaming; [`metrics`]: Prometheus text; [`vocab`]: the built-in tokenizer.
+//! - [`body`]: SSE streaming; [`metrics`]: Prometheus text; the built-in tokenizer is `tokenizer::builtin`.
 
 pub mod body;
 pub mod cli;
@@ -18,7 +18,6 @@ pub mod metrics;
 pub mod multipart;
 pub mod prefix_cache;
 pub mod timings;
-pub mod vocab;
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;

@@ -1,10 +1,60 @@
-//! The import rules of the layout, read from `src/`: the command line's face is
-//! imported by nothing below it, the metrics know no client types, and the simulator
-//! (the ground truth) leans on neither the planner, the client nor the metrics.
+//! The import rules of the layout, read from `src/`: the rooms (top-level modules) in
+//! one order, each importing only rooms below it; no import circle between files; and
+//! the older specific rules (the command line's face is imported by nothing below it,
+//! the metrics know no client types, the simulator leans on no client or planner).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::support::repo;
+
+/// The layering, bottom first: a room may import only the rooms before it. The floor
+/// (helpers that know no benchplan type) comes first, then the plan's types, the
+/// measurement pieces, the services, the load generator, the reports, the runners and
+/// the commands.
+const ROOMS: &[&str] = &[
+    // the floor
+    "hash",
+    "escape",
+    "rng",
+    "clock",
+    "timefmt",
+    "redact",
+    "diag",
+    "exit",
+    "signals",
+    "wav",
+    "files",
+    "proxy",
+    // what a plan says
+    "plan",
+    // counting tokens, the server's metrics page, per-request samples and summaries
+    "tokenizer",
+    "servermetrics",
+    "metrics",
+    "slo",
+    // the ground truth
+    "sim",
+    // sending one request; building a dataset of them
+    "client",
+    "dataset",
+    // the result files
+    "results",
+    // a plan's cases
+    "planner",
+    "fuzz",
+    // reaching a service, then loading it
+    "service",
+    "load",
+    // reports over result files
+    "report",
+    // running a plan; searching over runs
+    "executor",
+    "optimize",
+    // the commands and the command line
+    "commands",
+    "cli",
+];
 
 /// Every `.rs` file under `dir`, recursively.
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -73,6 +123,255 @@ fn paths_named(text: &str, module: &[String]) -> Vec<String> {
     out
 }
 
+/// Every file under src/ as (module path, text).
+fn sources() -> Vec<(Vec<String>, String)> {
+    let src = repo().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&src).unwrap().to_path_buf();
+            (module_of(&rel), std::fs::read_to_string(&f).unwrap())
+        })
+        .collect()
+}
+
+/// `use` groups expanded: `crate::a::{b, c::{d, e}}` → `crate::a::b`, `crate::a::c::d`,
+/// `crate::a::c::e` (one line per path, so `paths_named` reads each).
+fn expand_groups(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("::{") {
+        // The path before the group: back to the last character no path has.
+        let start = rest[..i]
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .map_or(0, |k| k + 1);
+        out.push_str(&rest[..start]);
+        let prefix = &rest[start..i];
+        let mut depth = 0;
+        let mut end = i + 2;
+        for (k, c) in rest[i + 2..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 2 + k;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let inner = &rest[i + 3..end];
+        let mut items = Vec::new();
+        let (mut depth, mut from) = (0, 0);
+        for (k, c) in inner.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    items.push(&inner[from..k]);
+                    from = k + 1;
+                }
+                _ => {}
+            }
+        }
+        items.push(&inner[from..]);
+        for item in items {
+            let item = item.trim();
+            let item = if item.contains('{') {
+                item
+            } else {
+                item.split(" as ").next().unwrap().trim()
+            };
+            if item.is_empty() || item == "self" {
+                out.push_str(&format!("\n{prefix}\n"));
+            } else {
+                out.push_str(&format!(
+                    "\n{}\n",
+                    expand_groups(&format!("{prefix}::{item}"))
+                ));
+            }
+        }
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The file-to-file imports under src/: each named path resolved to the longest
+/// module prefix that is a file.
+fn file_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let sources = sources();
+    let files: BTreeSet<Vec<String>> = sources.iter().map(|(m, _)| m.clone()).collect();
+    let mut graph = BTreeMap::new();
+    for (module, text) in &sources {
+        let uncommented: String = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut to = BTreeSet::new();
+        for p in paths_named(&expand_groups(&uncommented), module) {
+            let segs: Vec<String> = p.split("::").map(str::to_string).collect();
+            if let Some(k) = (1..=segs.len())
+                .rev()
+                .find(|&k| files.contains(&segs[..k]))
+                && segs[..k] != module[..]
+            {
+                to.insert(segs[..k].join("::"));
+            }
+        }
+        graph.insert(module.join("::"), to);
+    }
+    graph
+}
+
+/// The import circles: strongly connected groups of more than one file (Tarjan).
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        let n = t.index.len();
+        t.index.insert(v, n);
+        t.low.insert(v, n);
+        t.stack.push(v);
+        for w in t.g.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !t.index.contains_key(w) {
+                visit(t, w);
+                let lw = t.low[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if t.stack.contains(&w) {
+                let iw = t.index[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut group = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                group.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if group.len() > 1 {
+                group.sort();
+                t.out.push(group);
+            }
+        }
+    }
+    let mut t = T {
+        g: graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        out: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+/// The imports that break the layering: a room naming a room after it in [`ROOMS`],
+/// or a room the layering does not list.
+fn upward(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let rank = |m: &str| {
+        let room = m.split("::").next().unwrap_or("");
+        ROOMS.iter().position(|r| *r == room)
+    };
+    let mut bad = Vec::new();
+    for (from, tos) in graph {
+        // The crate root and the binary sit above every room.
+        if from.is_empty() {
+            continue;
+        }
+        let Some(rf) = rank(from) else {
+            bad.push(format!(
+                "{from}: its room is not in ROOMS (add it where it belongs)"
+            ));
+            continue;
+        };
+        for to in tos {
+            match rank(to) {
+                Some(rt) if rt <= rf => {}
+                Some(_) => bad.push(format!("{from} imports {to}, a room above it")),
+                None => bad.push(format!("{from} imports {to}, a room not in ROOMS")),
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn the_rooms_import_only_the_rooms_below_them() {
+    let bad = upward(&file_graph());
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+#[test]
+fn no_two_files_import_each_other_even_round_about() {
+    let found = circles(&file_graph());
+    assert!(found.is_empty(), "import circles: {found:#?}");
+}
+
+#[test]
+fn the_graph_reader_finds_groups_circles_and_upward_imports() {
+    // Groups, nested groups and renames are read as their paths.
+    let m = vec!["load".to_string(), "case".to_string()];
+    let text = expand_groups("use crate::client::{backend::{Prompt, RequestInput as R}, http};");
+    assert_eq!(
+        paths_named(&text, &m),
+        vec![
+            "client::backend::Prompt",
+            "client::backend::RequestInput",
+            "client::http"
+        ]
+    );
+    // A circle of three files, and a room that imports one above it.
+    let g: BTreeMap<String, BTreeSet<String>> = [
+        ("client::request", vec!["client::reader"]),
+        ("client::reader", vec!["client::stream"]),
+        ("client::stream", vec!["client::request"]),
+        ("client::outcome", vec!["metrics::sample"]),
+        ("metrics::sample", vec!["client::outcome"]),
+        ("plan::service", vec!["load::target", "gpu::probe"]),
+        ("hash", vec![]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.into_iter().map(str::to_string).collect()))
+    .collect();
+    let c = circles(&g);
+    assert_eq!(c.len(), 2, "{c:?}");
+    assert!(c.contains(&vec![
+        "client::reader".to_string(),
+        "client::request".to_string(),
+        "client::stream".to_string()
+    ]));
+    let up = upward(&g);
+    assert_eq!(
+        up,
+        vec![
+            "metrics::sample imports client::outcome, a room above it",
+            "plan::service imports gpu::probe, a room not in ROOMS",
+            "plan::service imports load::target, a room above it",
+        ]
+    );
+}
+
 /// (file, forbidden path) for every file in `area` naming a module in `forbidden`.
 fn violations(area: &str, forbidden: &[&str], exempt: &[&str]) -> Vec<String> {
     let src = repo().join("src");
@@ -131,7 +430,7 @@ fn the_simulator_stands_alone() {
 #[test]
 fn the_runners_and_the_reports_do_not_reach_up() {
     // The executor and the load generator call no command (the service check, smoke
-    // request and wording search live in `load::preflight`); the report layer reads no
+    // request and wording search live in `service::preflight`); the report layer reads no
     // optimizer or executor type (a search chart takes plain probes).
     let bad: Vec<String> = [
         violations("executor/", &["commands"], &[]),

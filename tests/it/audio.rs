@@ -8,14 +8,15 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use benchplan::client::backend::{AudioClip, Prompt, RequestInput};
-use benchplan::client::request::{Limits, Target, send_input};
+use benchplan::client::outcome::Limits;
+use benchplan::client::request::{Target, send_input};
 use benchplan::load::case::execute;
-use benchplan::load::run::RunOptions;
-use benchplan::load::target::resolve;
+use benchplan::load::options::RunOptions;
 use benchplan::plan::dataset::{CustomAudioDataset, RandomAudioDataset};
 use benchplan::plan::sim::{Preset, SimParams};
 use benchplan::plan::units::Dur;
 use benchplan::plan::{Backend, CaseParams, Dataset, Metric};
+use benchplan::service::target::resolve;
 use benchplan::sim::multipart;
 
 use crate::support::{

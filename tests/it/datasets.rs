@@ -2,11 +2,11 @@
 
 use benchplan::client::backend::Prompt;
 use benchplan::load::case::execute;
-use benchplan::load::run::RunOptions;
-use benchplan::load::target::resolve;
+use benchplan::load::options::RunOptions;
 use benchplan::plan::dataset::{BurstgptDataset, CustomDataset, SharegptDataset};
 use benchplan::plan::sim::{Preset, SimSpec};
 use benchplan::plan::{Backend, CaseParams, Dataset, Service};
+use benchplan::service::target::resolve;
 use benchplan::tokenizer::TokenModel;
 
 use crate::support::repo;

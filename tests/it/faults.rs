@@ -505,7 +505,8 @@ fn an_endless_line_fails_as_oversized_in_bounded_memory() {
             .build()
             .unwrap();
         rt.block_on(async {
-            use benchplan::client::request::{Limits, Target, send};
+            use benchplan::client::outcome::Limits;
+            use benchplan::client::request::{Target, send};
             let t = Target::new(
                 format!("{base}/v1/completions"),
                 base.clone(),
@@ -693,7 +694,8 @@ fn a_post_the_server_may_have_read_is_never_sent_twice() {
         .build()
         .unwrap();
     let (first, second) = rt.block_on(async {
-        use benchplan::client::request::{Limits, Target, send};
+        use benchplan::client::outcome::Limits;
+        use benchplan::client::request::{Target, send};
         let t = Target::new(
             format!("{base}/v1/completions"),
             base.clone(),
@@ -722,9 +724,9 @@ fn a_post_the_server_may_have_read_is_never_sent_twice() {
 #[test]
 fn a_case_past_its_deadline_stops_its_traffic_and_keeps_what_finished() {
     use benchplan::load::case::execute;
-    use benchplan::load::run::RunOptions;
-    use benchplan::load::target::resolve;
+    use benchplan::load::options::RunOptions;
     use benchplan::plan::sim::Preset;
+    use benchplan::service::target::resolve;
     let svc = crate::support::sim_service(Preset::GroundTruth, Default::default());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

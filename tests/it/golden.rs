@@ -516,7 +516,8 @@ fn expected(name: &str, fx: &Value) -> Value {
 
 /// One fixture through one client path: the differences found.
 async fn check_stream(name: &str, fx: &Value, native: bool) -> Vec<String> {
-    use benchplan::client::request::{Limits, Target, send_input};
+    use benchplan::client::outcome::Limits;
+    use benchplan::client::request::{Target, send_input};
     let rfi = &fx["request_func_input"];
     let backend = backend_of(fx["request_kind"].as_str().unwrap());
     let (base, log) = replay_server(fx);

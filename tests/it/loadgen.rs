@@ -2,12 +2,12 @@
 //! failures counted by kind as injected, and the bench command's result file.
 
 use benchplan::load::case::execute;
-use benchplan::load::run::RunOptions;
-use benchplan::load::target::resolve;
+use benchplan::load::options::RunOptions;
 use benchplan::plan::dataset::RandomDataset;
 use benchplan::plan::sim::{FailureType, Preset, SimParams};
 use benchplan::plan::units::{Dur, Rate};
 use benchplan::plan::{Backend, CaseParams, Dataset, Metric, Service};
+use benchplan::service::target::resolve;
 use serde_json::Value;
 
 use crate::support::{benchplan, sim_service, stderr, stdout};

@@ -4,13 +4,13 @@
 //! the conversation cap and think time from recorded send times, and the CLI.
 
 use benchplan::load::case::execute;
-use benchplan::load::run::RunOptions;
-use benchplan::load::target::resolve;
+use benchplan::load::options::RunOptions;
 use benchplan::metrics::record::RequestRecord;
 use benchplan::plan::dataset::MultiTurnDataset;
 use benchplan::plan::sim::{Preset, SimParams, SimSpec};
 use benchplan::plan::units::Dur;
 use benchplan::plan::{Backend, CaseParams, Dataset, Metric, Service};
+use benchplan::service::target::resolve;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -64,7 +64,7 @@ fn by_conversation(records: &[RequestRecord]) -> Vec<Vec<&RequestRecord>> {
 
 /// Runs four 3-turn conversations one at a time (no load noise) against a simulator
 /// whose TTFT is 5 ms + 0.1 ms per uncached prompt token.
-async fn three_turns(prefix_caching: bool) -> benchplan::load::case::CaseResult {
+async fn three_turns(prefix_caching: bool) -> benchplan::load::result::CaseResult {
     let svc = sim(SimParams {
         prefill_overhead: Some(ms(5.0)),
         prefill_time_per_token: Some(ms(0.1)),

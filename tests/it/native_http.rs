@@ -35,7 +35,7 @@ fn target(base: &str) -> Target {
         "m".into(),
         headers,
         benchplan::client::http::build_client(false, None).unwrap(),
-        benchplan::client::request::Limits {
+        benchplan::client::outcome::Limits {
             total: std::time::Duration::from_secs(10),
             ..Default::default()
         },

@@ -8,11 +8,11 @@ use std::io::Write;
 use std::time::Duration;
 
 use benchplan::load::case::execute;
-use benchplan::load::run::RunOptions;
-use benchplan::load::target::resolve;
+use benchplan::load::options::RunOptions;
 use benchplan::plan::dataset::{RandomDataset, RandomRerankDataset};
 use benchplan::plan::sim::{Preset, SimParams};
 use benchplan::plan::{Backend, CaseParams, Dataset, Metric};
+use benchplan::service::target::resolve;
 use serde_json::Value;
 
 use crate::support::{benchplan, read_request, repo, stderr, tempdir};
@@ -108,7 +108,8 @@ fn slow_accepting_listener() -> (std::net::TcpListener, std::net::TcpStream) {
 
 #[tokio::test]
 async fn a_connect_inside_a_measured_request_counts_in_its_ttft() {
-    use benchplan::client::request::{Limits, Target, send};
+    use benchplan::client::outcome::Limits;
+    use benchplan::client::request::{Target, send};
     let (listener, _filler) = slow_accepting_listener();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {

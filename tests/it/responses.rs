@@ -4,12 +4,13 @@
 
 use std::io::Write;
 
-use benchplan::client::request::{Limits, Target, send};
+use benchplan::client::outcome::Limits;
+use benchplan::client::request::{Target, send};
 use benchplan::load::case::execute;
-use benchplan::load::run::RunOptions;
-use benchplan::load::target::resolve;
+use benchplan::load::options::RunOptions;
 use benchplan::plan::dataset::RandomDataset;
 use benchplan::plan::{Backend, CaseParams, Dataset, Metric};
+use benchplan::service::target::resolve;
 use serde_json::json;
 
 use crate::support::{read_request, scripted, timing_check};

@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use benchplan::executor::services::metrics_source;
 use benchplan::load::case::execute;
-use benchplan::load::run::RunOptions;
-use benchplan::load::target::resolve;
+use benchplan::load::options::RunOptions;
 use benchplan::plan::dataset::{Dataset, PrefixRepetitionDataset, RandomDataset};
-use benchplan::plan::service::ServerMetricsSpec;
+use benchplan::plan::server_metrics::ServerMetricsSpec;
 use benchplan::plan::sim::{Preset, SimParams};
 use benchplan::plan::units::Dur;
 use benchplan::plan::{Backend, CaseParams};
+use benchplan::service::fleet::metrics_source;
+use benchplan::service::target::resolve;
 use serde_json::Value;
 
 use crate::support::{batch_dir, benchplan, read_json, sim_service, stderr};

@@ -447,7 +447,7 @@ async fn the_prefix_cache_reports_cached_tokens() {
     let c = client();
     let url = format!("{}/v1/completions", sim.base_url);
     let prompt: String = (0..41)
-        .map(benchplan::sim::vocab::word)
+        .map(benchplan::tokenizer::builtin::word)
         .collect::<Vec<_>>()
         .join(" ");
     let (_, v) = post_json(&c, &url, json!({"prompt": prompt, "max_tokens": 1})).await;

@@ -253,7 +253,7 @@ async fn recorded_timings_are_the_actual_sends_and_match_what_the_client_saw() {
         "benchplan-sim".into(),
         Default::default(),
         c.clone(),
-        benchplan::client::request::Limits {
+        benchplan::client::outcome::Limits {
             total: Duration::from_secs(10),
             ..Default::default()
         },

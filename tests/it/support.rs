@@ -269,8 +269,8 @@ pub async fn smoke_warms_no_measured_prompt(
     min_cached: u64,
 ) {
     use benchplan::load::case::execute;
-    use benchplan::load::run::RunOptions;
-    let resolved = benchplan::load::target::resolve(svc, false, None)
+    use benchplan::load::options::RunOptions;
+    let resolved = benchplan::service::target::resolve(svc, false, None)
         .await
         .unwrap();
     let opts = RunOptions::default();

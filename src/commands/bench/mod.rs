@@ -19,12 +19,13 @@ pub use args::BenchArgs;
 pub use print::print_summary;
 
 use crate::exit::Exit;
-use crate::load::case::{CaseResult, execute};
-use crate::load::run::RunOptions;
-use crate::load::target::resolve;
+use crate::files::{append_json_line, write_atomic};
+use crate::load::case::execute;
+use crate::load::options::RunOptions;
+use crate::load::result::CaseResult;
 use crate::plan::{CaseParams, PlanSource, Service};
 use crate::results::vllm_json::{Header, vllm_file_name};
-use crate::results::write::{append_json_line, write_atomic};
+use crate::service::target::resolve;
 
 /// `bench_{model_short}_{dataset}_{backend}_{YYYYMMDD_HHMMSS}.json` in bench_results/single/.
 fn single_name(h: &Header, p: &CaseParams, started: SystemTime) -> String {
@@ -102,7 +103,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
     ];
     for (name, flag) in names {
         if let Some(n) = name
-            && let Err(e) = crate::results::write::inside(n, flag)
+            && let Err(e) = crate::files::inside(n, flag)
         {
             eprintln!("error: {e}");
             return Exit::BadPlan.into();
@@ -130,7 +131,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
                 full.parent().map(PathBuf::from).unwrap_or_default()
             }
         };
-        if let Err(e) = crate::results::write::check_writable(&dir) {
+        if let Err(e) = crate::files::check_writable(&dir) {
             eprintln!(
                 "error: the result folder {} cannot take a file ({e}); nothing was sent",
                 if dir.as_os_str().is_empty() {
@@ -161,7 +162,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
                 return Exit::Runtime.into();
             }
         };
-        let mut prepared = crate::load::preflight::Prepared::default();
+        let mut prepared = crate::service::preflight::Prepared::default();
         let mut opts = RunOptions {
             progress: !args.disable_tqdm && std::io::stderr().is_terminal(),
             smoke: !args.no_smoke,
@@ -202,9 +203,9 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         // search (see `preflight`), and the case again in the wording the server takes.
         if let Err(e) = &run
             && !service.is_sim()
-            && crate::load::preflight::smoke_refusal(e)
+            && crate::service::preflight::smoke_refusal(e)
         {
-            use crate::load::preflight::{Fit, fit_service, shaped};
+            use crate::service::preflight::{Fit, fit_service, shaped};
             match fit_service(&resolved, &service, &case.params).await {
                 Fit::Found(f) => {
                     eprintln!(
@@ -244,7 +245,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         let floor_missed: Vec<String> = planned
             .slos
             .iter()
-            .filter(|(slo, _)| slo.key == crate::planner::check::MIN_OUTPUT_RATIO)
+            .filter(|(slo, _)| slo.key == crate::slo::floors::MIN_OUTPUT_RATIO)
             .filter_map(|(slo, _)| slo.judge(&result.summary))
             .filter(|v| !v.pass)
             .map(|v| v.message)

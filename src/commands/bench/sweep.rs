@@ -175,13 +175,11 @@ pub fn run(args: &BenchArgs) -> Exit {
         let summary = summary_json(&axis, &extra, &cols, &points);
         let csv = summary_csv(axis.key, &cols, &points);
         let json_path = dir.join("sweep_summary.json");
-        let wrote = crate::results::write::write_atomic(
+        let wrote = crate::files::write_atomic(
             &json_path,
             &serde_json::to_vec_pretty(&summary).expect("summary serialises"),
         )
-        .and_then(|()| {
-            crate::results::write::write_atomic(&dir.join("sweep_summary.csv"), csv.as_bytes())
-        });
+        .and_then(|()| crate::files::write_atomic(&dir.join("sweep_summary.csv"), csv.as_bytes()));
         match wrote {
             Ok(()) => eprintln!("sweep summary written to {}", json_path.display()),
             Err(e) => {

@@ -10,25 +10,10 @@ pub mod search;
 pub mod server;
 mod style;
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::csv::Row;
-use super::view::CaseView;
-
-/// What the report says about one chart.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ChartView {
-    /// `pareto`, `cdf`, `server` or `search`.
-    pub kind: String,
-    pub title: String,
-    /// Relative to the run folder, such as `charts/throughput_vs_ttft.svg`.
-    pub file: String,
-    /// The service a per-service chart is of.
-    pub service: Option<String>,
-    /// The case a per-case chart is of.
-    pub case: Option<String>,
-}
+use super::view::{CaseView, ChartView};
 
 /// A drawn chart: what the report says of it, and the SVG text.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::sim::vocab;
+pub mod builtin;
 
 /// A tokenizer: built-in words, a loaded `tokenizer.json`, or the target server's own
 /// tokenize and detokenize endpoints (plain http only; used while building datasets).
@@ -17,11 +17,11 @@ pub enum TokenModel {
 }
 
 /// Where a server tokenizer is reached: `host:port`, directly or through an HTTP proxy
-/// (the environment's, as every side request; see `client::proxy`).
+/// (the environment's, as every side request; see `proxy`).
 #[derive(Clone, Debug)]
 pub struct ServerAddr {
     pub addr: String,
-    pub via: Option<crate::client::proxy::Via>,
+    pub via: Option<crate::proxy::Via>,
     pub api: TokenizeApi,
     /// The special tokens the server puts before every tokenization (asked once).
     pub special_prefix: Arc<std::sync::OnceLock<Vec<u32>>>,
@@ -214,7 +214,7 @@ impl TokenModel {
     /// Token ids of a text, without special tokens.
     pub fn encode(&self, text: &str) -> Vec<u32> {
         match self {
-            TokenModel::Builtin => vocab::encode(text),
+            TokenModel::Builtin => builtin::encode(text),
             TokenModel::Hf(t) => t
                 .inner
                 .encode_fast(text, false)
@@ -226,7 +226,7 @@ impl TokenModel {
 
     pub fn count(&self, text: &str) -> usize {
         match self {
-            TokenModel::Builtin => vocab::count(text),
+            TokenModel::Builtin => builtin::count(text),
             TokenModel::Hf(t) => t
                 .inner
                 .encode_fast(text, false)
@@ -238,7 +238,7 @@ impl TokenModel {
 
     pub fn decode(&self, ids: &[u32]) -> String {
         match self {
-            TokenModel::Builtin => vocab::decode(ids),
+            TokenModel::Builtin => builtin::decode(ids),
             TokenModel::Hf(t) => t.inner.decode(ids, true).unwrap_or_default(),
             TokenModel::Server(addr) => addr.detokenize(ids),
         }
@@ -286,7 +286,7 @@ impl TokenModel {
     /// server tokenizer, the ids its /tokenize gives the built-in words).
     pub fn allowed_ids(&self) -> Vec<u32> {
         match self {
-            TokenModel::Builtin => (0..vocab::VOCAB_SIZE).collect(),
+            TokenModel::Builtin => (0..builtin::VOCAB_SIZE).collect(),
             TokenModel::Hf(t) => {
                 let special = t.special_ids();
                 (0..t.inner.get_vocab_size(false) as u32)
@@ -294,7 +294,7 @@ impl TokenModel {
                     .collect()
             }
             TokenModel::Server(_) => {
-                let words: Vec<&str> = (0..vocab::VOCAB_SIZE).map(vocab::word).collect();
+                let words: Vec<&str> = (0..builtin::VOCAB_SIZE).map(builtin::word).collect();
                 let mut ids = self.encode(&words.join(" "));
                 ids.sort_unstable();
                 ids.dedup();
@@ -342,8 +342,8 @@ impl TokenModel {
                 BUILTIN
                     .get_or_init(|| {
                         Arc::new(
-                            (0..vocab::VOCAB_SIZE)
-                                .map(|i| format!(" {}", vocab::word(i)))
+                            (0..builtin::VOCAB_SIZE)
+                                .map(|i| format!(" {}", builtin::word(i)))
                                 .collect(),
                         )
                     })
@@ -370,8 +370,8 @@ impl TokenModel {
     /// Texts for generated tokens: (raw text, JSON-escaped text), each decoding to one token.
     pub fn output_table(&self) -> Vec<(String, String)> {
         let raw: Vec<String> = match self {
-            TokenModel::Builtin | TokenModel::Server(_) => (0..vocab::VOCAB_SIZE)
-                .map(|i| format!(" {}", vocab::word(i)))
+            TokenModel::Builtin | TokenModel::Server(_) => (0..builtin::VOCAB_SIZE)
+                .map(|i| format!(" {}", builtin::word(i)))
                 .collect(),
             TokenModel::Hf(t) => {
                 let specials = t.special_ids();
@@ -489,7 +489,7 @@ pub async fn hf_download_tokenizer(
             .bytes()
             .await
             .map_err(|e| format!("cannot download {url}: {e}"))?;
-        crate::results::write::write_atomic(&dir.join(file), &bytes)
+        crate::files::write_atomic(&dir.join(file), &bytes)
             .map_err(|e| format!("cannot store {file} in {}: {e}", dir.display()))?;
     }
     Ok(dir.join("tokenizer.json"))

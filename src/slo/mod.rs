@@ -10,6 +10,8 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
+pub mod floors;
+
 use crate::plan::params::Metric;
 use crate::plan::units::{parse_duration, parse_percent};
 
@@ -447,11 +449,10 @@ impl Slo {
     /// The SLO a verdict was judged against, read back from its key and target (so a
     /// result file carries what it must be judged on again after a merge).
     pub fn from_verdict(v: &Verdict) -> Result<Slo, String> {
-        let floor = v.key == crate::planner::check::MIN_SUCCESS_RATE
-            || v.key == crate::planner::check::MIN_OUTPUT_RATIO;
+        let floor = v.key == floors::MIN_SUCCESS_RATE || v.key == floors::MIN_OUTPUT_RATIO;
         let key = match v.key.as_str() {
-            crate::planner::check::MIN_SUCCESS_RATE => "success_rate",
-            crate::planner::check::MIN_OUTPUT_RATIO => "output_ratio",
+            floors::MIN_SUCCESS_RATE => "success_rate",
+            floors::MIN_OUTPUT_RATIO => "output_ratio",
             k => k,
         };
         let slo = Slo::from_entry(key, &serde_json::Value::String(v.target.clone()))?;

@@ -15,21 +15,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::target::Resolved;
+use super::target::{Found, Resolved};
 use crate::client::backend::{RequestInput, build_body};
-use crate::client::request::{Limits, Target, send};
+use crate::client::outcome::Limits;
+use crate::client::request::{Target, send};
 use crate::metrics::sample::{RequestError, Sample};
 use crate::plan::shape::{ChatContent, MaxTokensKey, RequestIdForm, RequestShape};
 use crate::plan::{CaseParams, Service};
-
-/// The wording a refused server accepted.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Found {
-    /// The fields found (the ones the plan left unset).
-    pub shape: RequestShape,
-    /// How the server refused the case's own wording.
-    pub refused: String,
-}
 
 /// The wording check's outcome.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,17 +35,6 @@ pub enum Fit {
     /// Another failure (not reachable, a 5xx, a timeout): worth retrying as the server
     /// comes up, not another wording.
     Failed(String),
-}
-
-impl Found {
-    /// The console's note about it.
-    pub fn note(&self, service: &str) -> String {
-        format!(
-            "service `{service}` refused vLLM's request ({}); it answers with request_shape {{ {} }}, which its cases send (set `request_shape` on the service to choose)",
-            self.refused,
-            self.shape.describe().join(", ")
-        )
-    }
 }
 
 /// The smoke request's wording of a request id (as a measured request's, `{prefix}{n}`).

@@ -9,7 +9,9 @@ use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use crate::client::http::{ClientOptions, build_client_with};
-use crate::client::request::{Limits, Target};
+use crate::client::outcome::Limits;
+use crate::client::request::Target;
+use crate::plan::shape::RequestShape;
 use crate::plan::{CaseParams, Service};
 use crate::sim::{SimConfig, SimHandle, Simulator};
 use crate::tokenizer::TokenModel;
@@ -26,15 +28,15 @@ pub struct Resolved {
     pub tokenizer_id: String,
     pub client: reqwest::Client,
     pub headers: HeaderMap,
-    /// The proxies requests go through (see `client::proxy`).
-    pub proxies: crate::client::proxy::Proxies,
+    /// The proxies requests go through (see `proxy`).
+    pub proxies: crate::proxy::Proxies,
     pub sim: Option<SimHandle>,
     /// The service's `/metrics`, when it serves one and scraping is on (set by whoever
     /// checked it: `run` checks once per service).
     pub metrics: Option<std::sync::Arc<crate::servermetrics::Source>>,
     /// The request wording the service accepted when it refused vLLM's (set by whoever
     /// checked it: `run` once per service; see `preflight`).
-    pub found: Option<super::preflight::Found>,
+    pub found: Option<Found>,
 }
 
 /// Starts the simulator of a `sim` service, or connects to `base_url`, and resolves model and tokenizer.
@@ -146,7 +148,7 @@ pub fn resolve_tokenizer(
 
 /// The server's own tokenizer at `addr` (`host:port`): the first of the known tokenize
 /// endpoints (`TokenizeApi::ALL`) that tokenizes and detokenizes. Blocking.
-pub fn server_tokenizer(addr: &str, via: Option<crate::client::proxy::Via>) -> Option<TokenModel> {
+pub fn server_tokenizer(addr: &str, via: Option<crate::proxy::Via>) -> Option<TokenModel> {
     let addr = addr.trim_end_matches('/').to_string();
     crate::tokenizer::TokenizeApi::ALL
         .into_iter()
@@ -261,4 +263,24 @@ pub fn target(r: &Resolved, service: &Service, params: &CaseParams) -> Arc<Targe
         .through(&r.proxies)
         .worded(&params.request_shape),
     )
+}
+
+/// The wording a refused server accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    /// The fields found (the ones the plan left unset).
+    pub shape: RequestShape,
+    /// How the server refused the case's own wording.
+    pub refused: String,
+}
+
+impl Found {
+    /// The console's note about it.
+    pub fn note(&self, service: &str) -> String {
+        format!(
+            "service `{service}` refused vLLM's request ({}); it answers with request_shape {{ {} }}, which its cases send (set `request_shape` on the service to choose)",
+            self.refused,
+            self.shape.describe().join(", ")
+        )
+    }
 }

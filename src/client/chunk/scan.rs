@@ -1,4 +1,4 @@
-//! The fast path of [`super::chunk::parse`]: one pass over the bytes of a common
+//! The fast path of [`super::parse`]: one pass over the bytes of a common
 //! chunk that picks out the few fields that matter, with no parser state machine and
 //! no allocation. It answers only when it is sure its answer is the one serde's full
 //! parse gives; anything unusual (an escape in any string, a number where a truthy
@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use super::chunk::{Choice, Chunk, Delta, FirstChoice, Truthy};
+use super::model::{Choice, Chunk, Delta, FirstChoice, Truthy};
 
 /// Nesting deeper than this goes to the full parse (serde_json's own limit is 128).
 const MAX_DEPTH: u32 = 64;

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::load::preflight::{self, Fit};
-use crate::load::target::{Resolved, resolve};
-use crate::plan::service::ServerMetricsSpec;
+use crate::plan::server_metrics::ServerMetricsSpec;
 use crate::planner::{Case, Planned};
 use crate::servermetrics::Source;
+use crate::service::preflight::{self, Fit};
+use crate::service::target::{Resolved, resolve};
 
 /// Each pending service: ready, or why not.
 pub type Services = HashMap<String, Result<Arc<Resolved>, String>>;
@@ -107,7 +107,7 @@ pub async fn metrics_source(
     if !spec.enabled {
         return None;
     }
-    let src = Source::new(r, spec);
+    let src = Source::new(&r.base_url, &r.client, &r.headers, spec);
     match src.fetch().await {
         Ok(page) if !page.is_empty() => Some(Arc::new(src)),
         Ok(_) => {

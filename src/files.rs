@@ -1,5 +1,7 @@
-//! Files are written whole or not at all: into a temporary file beside the target,
-//! flushed, then renamed over it.
+//! The floor's file helpers, for every room that writes: files are written whole or
+//! not at all (into a temporary file beside the target, flushed, then renamed over
+//! it), lines are appended whole, a folder is checked writable before a run, and a
+//! name is kept inside its folder.
 
 use std::io::Write;
 use std::path::Path;

@@ -1,0 +1,239 @@
+//! What measuring one case produced ([`CaseResult`]) and the facts a result records
+//! beside the numbers: the route the requests took, warnings, LoRA adapters, the
+//! `benchplan` block.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::run::CaseRun;
+use crate::client::backend::RequestInput;
+use crate::metrics::summary::Summary;
+use crate::metrics::turns::MultiTurnSummary;
+use crate::plan::CaseParams;
+use crate::results::deviations::{self, Facts};
+
+/// A measured case.
+#[derive(Debug)]
+pub struct CaseResult {
+    pub summary: Summary,
+    /// Conversation outcomes and per-turn metrics, for multi-turn cases.
+    pub multi_turn: Option<MultiTurnSummary>,
+    pub run: CaseRun,
+    /// The requests as built (lengths are reported); a multi-turn case's first turns.
+    pub inputs: Arc<Vec<RequestInput>>,
+    /// Which other client measured the case, and how (`client = "vllm"`); None for
+    /// benchplan's own.
+    pub engine: Option<Value>,
+    /// That client's own result JSON, which is then the case's result as written.
+    pub raw: Option<Map<String, Value>>,
+    /// The way the measured requests went, when not straight to the URL.
+    pub route: RouteFacts,
+}
+
+/// Where the measured requests went on their way: a proxy, a redirect.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct RouteFacts {
+    /// The proxy (`http://host:port`, never its credentials).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
+    /// The variable that named it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy_variable: Option<String>,
+    /// The URL a followed 307/308 redirect led to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redirected_to: Option<String>,
+}
+
+impl RouteFacts {
+    pub(super) fn of(t: &crate::client::request::Target) -> RouteFacts {
+        RouteFacts {
+            proxy: t.proxy.as_ref().map(|v| v.shown.clone()),
+            proxy_variable: t.proxy.as_ref().map(|v| v.variable.to_string()),
+            redirected_to: t.route.final_url(),
+        }
+    }
+
+    pub fn is_direct(&self) -> bool {
+        *self == RouteFacts::default()
+    }
+
+    /// What the console says of the route.
+    pub fn notes(&self) -> Vec<String> {
+        let mut n = Vec::new();
+        if let (Some(p), Some(var)) = (&self.proxy, &self.proxy_variable) {
+            n.push(format!(
+                "the measured requests went through the proxy {p} (from {var}); its time is in every latency. Set proxy = false on the service (bench: --no-proxy) or NO_PROXY to go direct"
+            ));
+        }
+        if let Some(u) = &self.redirected_to {
+            n.push(format!(
+                "the server redirected the requests to {u} (followed on every request, inside its latency); set base_url to go there directly"
+            ));
+        }
+        n
+    }
+}
+
+impl CaseResult {
+    /// benchplan's facts about the run for the result's `benchplan` block: the smoke
+    /// request, warmups, interruption, and the deviations from vLLM that applied
+    /// (`prepared`: what the caller did to the service before the case, see `preflight`).
+    pub fn extras(
+        &self,
+        params: &CaseParams,
+        prepared: &crate::service::preflight::Prepared,
+    ) -> Map<String, Value> {
+        let facts = Facts {
+            prewarmed: self.run.prewarmed,
+            smoke: self.run.smoke.is_some(),
+            prefix_cache_reset: prepared.prefix_cache_reset(),
+        };
+        let mut m = Map::new();
+        m.insert("interrupted".into(), json!(self.run.interrupted));
+        m.insert("smoke".into(), json!(self.run.smoke));
+        m.insert("warmups_failed".into(), json!(self.run.warmups_failed));
+        // vLLM's own client measured it: none of benchplan's client's deviations apply.
+        m.insert(
+            "deviations".into(),
+            match &self.engine {
+                Some(_) => json!([]),
+                None => deviations::json(params, &facts),
+            },
+        );
+        if let Some(e) = &self.engine {
+            m.insert("engine".into(), e.clone());
+        }
+        let a = &self.run.accounting;
+        let mut req = serde_json::to_value(a).expect("accounting serialises");
+        req["balanced"] = json!(a.balanced());
+        m.insert("requests".into(), req);
+        m.insert("timed_out".into(), json!(self.run.timed_out));
+        if let Some(sm) = &self.run.server_metrics {
+            m.insert("server_metrics".into(), sm.to_json());
+        }
+        if !params.lora_modules.is_empty() {
+            m.insert("lora".into(), self.lora_json(params));
+        }
+        if !self.route.is_direct() {
+            m.insert("route".into(), json!(self.route));
+        }
+        prepared.insert_into(&mut m);
+        let mut warnings = self.warnings();
+        warnings.extend(prepared.warnings());
+        if !warnings.is_empty() {
+            m.insert("warnings".into(), json!(warnings));
+        }
+        m
+    }
+
+    /// What the console and the report say about this case's numbers: batched
+    /// delivery, token counts the streams contradict, short outputs, the route.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = self.summary.warnings();
+        w.extend(self.route.notes());
+        w
+    }
+
+    /// Which LoRA adapter each measured request named (in request order) and how
+    /// each adapter's requests ended.
+    fn lora_json(&self, params: &CaseParams) -> Value {
+        let mut records: Vec<_> = self.run.records.iter().collect();
+        records.sort_by_key(|r| r.index);
+        let mut per_request = Vec::with_capacity(records.len());
+        let mut by_adapter: Map<String, Value> = params
+            .lora_modules
+            .iter()
+            .map(|l| (l.clone(), json!({"completed": 0, "failed": 0})))
+            .collect();
+        for r in records {
+            let name = self
+                .inputs
+                .get(r.index)
+                .and_then(|i| i.model.as_deref())
+                .unwrap_or_default();
+            per_request.push(json!(name));
+            if let Some(v) = by_adapter.get_mut(name) {
+                let k = if r.sample.success {
+                    "completed"
+                } else {
+                    "failed"
+                };
+                v[k] = json!(v[k].as_u64().unwrap_or(0) + 1);
+            }
+        }
+        json!({
+            "assignment": params.lora_assignment.unwrap_or_default(),
+            "adapters": by_adapter,
+            "per_request": per_request,
+        })
+    }
+
+    /// The case's result JSON: vLLM-shaped from the summary, or the other client's own
+    /// result as it wrote it; either with `extras` as its `benchplan` block.
+    pub fn result_json(
+        &self,
+        header: &crate::results::vllm_json::Header,
+        params: &CaseParams,
+        detailed: bool,
+        extras: Map<String, Value>,
+    ) -> Map<String, Value> {
+        match &self.raw {
+            Some(raw) => {
+                let mut r = raw.clone();
+                r.insert("benchplan".into(), Value::Object(extras));
+                r
+            }
+            None => crate::results::vllm_json::result_json(
+                header,
+                params,
+                &self.summary,
+                self.multi_turn.as_ref(),
+                detailed,
+                extras,
+            ),
+        }
+    }
+
+    /// What makes this case's numbers untrustworthy as a tool result (each a reason to
+    /// exit 1): requests the client lost track of, client panics, no success at all.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let a = &self.run.accounting;
+        if !a.balanced() {
+            out.push(format!(
+                "{} of {} scheduled requests are unaccounted for (a benchplan bug; please report it)",
+                a.lost, a.scheduled
+            ));
+        }
+        if let Some(n) = self.summary.errors_by_kind.get("client_panic") {
+            out.push(format!(
+                "{n} request(s) ended in a panic of benchplan's client (a bug; please report it): {}",
+                self.summary
+                    .first_errors
+                    .get("client_panic")
+                    .map_or("", String::as_str)
+            ));
+        }
+        if self.summary.completed == 0 && !self.run.records.is_empty() {
+            // The first error of each kind says why (a certificate hint, a refused
+            // connection) where a bare count would not.
+            let why: Vec<String> = self
+                .summary
+                .first_errors
+                .iter()
+                .map(|(kind, msg)| format!("{kind}: {msg}"))
+                .collect();
+            out.push(format!(
+                "no request succeeded ({} failed{})",
+                self.summary.failed,
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", why.join("; "))
+                }
+            ));
+        }
+        out
+    }
+}

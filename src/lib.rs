@@ -6,6 +6,7 @@
 // `!(x > 0.0)` is used on purpose in validation: unlike `x <= 0.0`, it also rejects NaN.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+pub mod base_url;
 pub mod cli;
 pub mod client;
 pub mod clock;

@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderMap;
 
+use crate::base_url::BaseUrl;
+
 use super::backend::{RequestInput, build_body};
 use super::chunk::Api;
 use super::h1;
@@ -42,7 +44,7 @@ pub struct Target {
     /// Full URL: base URL plus endpoint.
     pub url: String,
     /// The server's base URL (for /v1/models and other side requests).
-    pub base_url: String,
+    pub base_url: BaseUrl,
     pub backend: Backend,
     /// Sent as the request's `model`.
     pub model: String,
@@ -85,7 +87,7 @@ impl Target {
     /// caller may clear to send through reqwest instead.
     pub fn new(
         url: String,
-        base_url: String,
+        base_url: BaseUrl,
         backend: Backend,
         model: String,
         headers: HeaderMap,
@@ -692,7 +694,7 @@ mod tests {
     use std::io::{Read, Write};
     use std::time::Duration;
 
-    use super::{Target, send};
+    use super::{BaseUrl, Target, send};
     use crate::client::outcome::Limits;
     use crate::plan::Backend;
 
@@ -716,7 +718,7 @@ mod tests {
         });
         let t = Target::new(
             format!("http://{addr}/v1/completions"),
-            format!("http://{addr}"),
+            BaseUrl::parse(&format!("http://{addr}")).unwrap(),
             Backend::Openai,
             "m".into(),
             Default::default(),

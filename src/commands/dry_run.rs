@@ -124,7 +124,11 @@ fn tokens_for(svc: &Service) -> Result<Tokens, String> {
             ));
         }
     };
-    match resolve_tokenizer(svc, svc.base_url.as_deref().unwrap_or(""), name) {
+    let base_url = svc
+        .base_url
+        .as_deref()
+        .and_then(|u| crate::base_url::BaseUrl::parse(u).ok());
+    match resolve_tokenizer(svc, base_url.as_ref(), name) {
         Ok((t, _)) => Ok(Tokens::Found(t)),
         Err(_) if is_hub_id(name) && !hf_offline() => Ok(Tokens::NeedsServer(format!(
             "`{name}` is downloaded from the Hugging Face hub at run time"

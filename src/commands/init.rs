@@ -116,7 +116,13 @@ pub fn run(args: &InitArgs) -> Exit {
     let service = match &args.base_url {
         None => Service::Sim,
         Some(url) => {
-            let base_url = url.trim_end_matches('/').to_string();
+            let base_url = match crate::base_url::BaseUrl::parse(url) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("error: `--base-url`: {e}");
+                    return Exit::BadPlan;
+                }
+            };
             let model = match &args.model {
                 Some(m) => m.clone(),
                 None => match ask_model(&base_url) {
@@ -135,7 +141,7 @@ pub fn run(args: &InitArgs) -> Exit {
                 }
             };
             Service::Server {
-                base_url,
+                base_url: base_url.to_string(),
                 model,
                 tokenizer,
             }
@@ -179,7 +185,10 @@ pub fn run(args: &InitArgs) -> Exit {
 /// The tokenizer a run of `model` on `base_url` can use: none needed when the model is
 /// a tokenizer here or a Hugging Face id, "server" when the server tokenizes; else an error that says what to
 /// pass (a plan that would not validate is not written).
-fn tokenizer_for(base_url: &str, model: &str) -> Result<Option<String>, String> {
+fn tokenizer_for(
+    base_url: &crate::base_url::BaseUrl,
+    model: &str,
+) -> Result<Option<String>, String> {
     if crate::tokenizer::find_local(model).is_some() {
         return Ok(None);
     }
@@ -188,7 +197,7 @@ fn tokenizer_for(base_url: &str, model: &str) -> Result<Option<String>, String> 
         return Ok(None);
     }
     let server = base_url
-        .strip_prefix("http://")
+        .plain_http_addr()
         .and_then(|addr| crate::service::target::server_tokenizer(addr, None));
     if server.is_some() {
         return Ok(Some("server".into()));
@@ -199,7 +208,7 @@ fn tokenizer_for(base_url: &str, model: &str) -> Result<Option<String>, String> 
 }
 
 /// The first model `base_url` lists.
-fn ask_model(base_url: &str) -> Result<String, String> {
+fn ask_model(base_url: &crate::base_url::BaseUrl) -> Result<String, String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -77,7 +77,13 @@ pub fn run(args: ProbeArgs) -> Exit {
             return Exit::BadPlan;
         }
     };
-    let base = url.trim_end_matches('/').to_string();
+    let base = match crate::base_url::BaseUrl::parse(&url) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::BadPlan;
+        }
+    };
     crate::load::runtime(false).block_on(async move {
         let client = match crate::client::http::build_client(insecure, None) {
             Ok(c) => c,
@@ -90,11 +96,11 @@ pub fn run(args: ProbeArgs) -> Exit {
         say!(
             "{:<12}/health {}, /health/ready {}",
             "health:",
-            status(&client, &format!("{base}/health"), &headers).await,
-            status(&client, &format!("{base}/health/ready"), &headers).await
+            status(&client, &base.join("/health"), &headers).await,
+            status(&client, &base.join("/health/ready"), &headers).await
         );
         let models: Value = match client
-            .get(format!("{base}/v1/models"))
+            .get(base.join("/v1/models"))
             .headers(headers.clone())
             .timeout(Duration::from_secs(10))
             .send()
@@ -139,7 +145,7 @@ pub fn run(args: ProbeArgs) -> Exit {
             _ => say!("{:<12}/v1/models did not answer with a list", "models:"),
         }
         if let Ok(r) = client
-            .get(format!("{base}/version"))
+            .get(base.join("/version"))
             .headers(headers.clone())
             .timeout(Duration::from_secs(10))
             .send()
@@ -186,7 +192,7 @@ pub fn run(args: ProbeArgs) -> Exit {
         );
         for b in wanted {
             let target = Target::new(
-                format!("{base}{}", b.default_endpoint()),
+                base.join(b.default_endpoint()),
                 base.clone(),
                 b,
                 model.clone(),

@@ -10,8 +10,9 @@ use crate::plan::Report;
 use crate::plan::units::{Percent, parse_percent};
 use crate::report::compare::{compare_dirs, load_results, markdown};
 use crate::report::csv::Row;
-use crate::report::view::{ReportView, ServiceView, case_view, recommend};
+use crate::report::view::{ReportView, RunHead, ServiceView, case_view};
 use crate::report::write::write_reports;
+use crate::results::read::CaseFile;
 
 /// The view of a folder: its manifest's order and failures when it has one.
 pub(crate) fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
@@ -54,10 +55,7 @@ pub(crate) fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
                 .map(|(id, r)| {
                     (
                         id.clone(),
-                        r.get("model_id")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string(),
+                        CaseFile::new(r).model_id().unwrap_or("").to_string(),
                         None,
                         Some("ok".into()),
                     )
@@ -104,17 +102,13 @@ pub(crate) fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
                     .map(|x| format!("{} {}", x.key, x.target))
                     .collect()
             });
-    let (recommendation, no_recommendation) = match recommend(&views, have_slos) {
-        Ok(r) => (Some(r), None),
-        Err(e) => (None, Some(e)),
-    };
     let s = |k: &str| manifest[k].as_str().unwrap_or("").to_string();
     // A folder of plain `vllm bench serve` results has no manifest: its services are
     // the models the files name, and its time span the files' `date`s.
     let services = if manifest.is_null() {
         let mut seen: Vec<ServiceView> = Vec::new();
         for r in results.values() {
-            let model = r.get("model_id").and_then(Value::as_str).unwrap_or("");
+            let model = CaseFile::new(r).model_id().unwrap_or("");
             if !model.is_empty() && !seen.iter().any(|v| v.name == model) {
                 seen.push(ServiceView {
                     name: model.to_string(),
@@ -140,10 +134,9 @@ pub(crate) fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
             })
             .collect()
     };
-    let axes = crate::report::view::axes_of(&views);
     let mut dates: Vec<&str> = results
         .values()
-        .filter_map(|r| r.get("date").and_then(Value::as_str))
+        .filter_map(|r| CaseFile::new(r).date())
         .collect();
     dates.sort_unstable();
     let span = |first: bool, key: &str| {
@@ -154,10 +147,7 @@ pub(crate) fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
         let d = if first { dates.first() } else { dates.last() };
         d.map_or_else(String::new, |d| d.to_string())
     };
-    let recommendations = crate::report::view::recommend_groups(&views, have_slos);
-    let view = ReportView {
-        axes,
-        recommendations,
+    let head = RunHead {
         plan: manifest["plan"].as_str().map_or_else(
             || {
                 dir.file_name()
@@ -170,19 +160,12 @@ pub(crate) fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
         description: None,
         started: span(true, "started"),
         finished: span(false, "finished"),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
         command: s("command"),
         services,
         slos,
-        failed_cases: views.iter().filter(|v| v.status != "ok").cloned().collect(),
-        slo_failures: views.iter().filter(|v| v.slo_pass == Some(false)).count(),
-        cases: views,
-        recommendation,
-        no_recommendation,
-        comparison: None,
-        charts: Vec::new(),
         folder: Some(dir.display().to_string()),
     };
+    let view = ReportView::assemble(head, views, have_slos);
     Ok((view, rows))
 }
 

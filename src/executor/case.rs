@@ -179,7 +179,7 @@ pub async fn run_case(
                 // Another client's result: judged on its own numbers, as a merge judges.
                 Some(raw) => slos
                     .iter()
-                    .filter_map(|(slo, _)| slo.judge_result(raw))
+                    .filter_map(|(slo, _)| slo.judge(&crate::results::read::CaseFile::new(raw)))
                     .collect::<Vec<_>>(),
                 None => verdicts(&res.summary, &slos),
             }),

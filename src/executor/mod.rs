@@ -23,9 +23,7 @@ use crate::files::write_atomic;
 use crate::load::stop::Stop;
 use crate::planner::Planned;
 use crate::report::csv::Row;
-use crate::report::view::{
-    ReportView, ServiceView, axis_values, case_view, recommend, recommend_groups,
-};
+use crate::report::view::{ReportView, RunHead, ServiceView, axis_values, case_view};
 use crate::results::lock::FolderLock;
 use crate::timefmt;
 use case::Status;
@@ -300,7 +298,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
                 } else {
                     "external".into()
                 },
-                base_url: r.base_url.clone(),
+                base_url: r.base_url.to_string(),
                 model: r.model.clone(),
                 error: None,
             },
@@ -422,21 +420,11 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
             result: o.result,
         });
     }
-    let slo_failures = views.iter().filter(|v| v.slo_pass == Some(false)).count();
-    let (recommendation, no_recommendation) = match recommend(&views, planned.user_slos > 0) {
-        Ok(r) => (Some(r), None),
-        Err(why) => (None, Some(why)),
-    };
-    let axes = crate::report::view::axes_of(&views);
-    let recommendations = recommend_groups(&views, planned.user_slos > 0);
-    let mut report = ReportView {
-        axes,
-        recommendations,
+    let head = RunHead {
         plan: plan.name.clone().unwrap_or_default(),
         description: plan.description.clone(),
         started: timefmt::iso(started),
         finished: timefmt::iso(finished),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
         command: settings.command.clone(),
         services: service_views,
         slos: planned
@@ -455,15 +443,10 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
                 })
             }))
             .collect(),
-        failed_cases: views.iter().filter(|v| v.status != "ok").cloned().collect(),
-        cases: views,
-        recommendation,
-        no_recommendation,
-        slo_failures,
-        comparison: None,
-        charts: Vec::new(),
         folder: Some(dir.display().to_string()),
     };
+    let mut report = ReportView::assemble(head, views, planned.user_slos > 0);
+    let slo_failures = report.slo_failures;
     let mut regression = false;
     if let Some(b) = &plan.report.baseline {
         if b.is_dir() {

@@ -14,6 +14,7 @@ use super::resume::Finished;
 use super::{RunControl, json_bytes};
 use crate::files::write_atomic;
 use crate::planner::Planned;
+use crate::results::read::CaseFile;
 use crate::service::fleet::Services;
 
 /// `1h02m`, `3m20s`, `12s`.
@@ -67,13 +68,7 @@ pub fn log(dir: &Path, line: &str, quiet: bool) {
 
 /// The manifest's entry for a case.
 pub fn manifest_entry(id: &str, service: &str, o: &CaseOutcome) -> Value {
-    let slo_pass = o
-        .result
-        .as_ref()
-        .and_then(|r| r.get("benchplan"))
-        .and_then(|b| b.get("slo_verdicts"))
-        .and_then(Value::as_array)
-        .map(|v| v.iter().all(|x| x.get("pass") == Some(&Value::Bool(true))));
+    let slo_pass = o.result.as_ref().and_then(|r| CaseFile::new(r).slos_pass());
     json!({
         "id": id, "service": service, "status": o.status.as_str(),
         "file": o.result.as_ref().map(|_| format!("{id}.json")), "error": o.error,
@@ -92,13 +87,10 @@ fn record(manifest: &mut Value, i: usize, id: &str, service: &str, o: &CaseOutco
 fn done_line(o: &CaseOutcome, took: f64, eta: Option<f64>) -> String {
     let what = match (&o.result, o.status) {
         (Some(r), _) => {
-            let n = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
-            let failed = r
-                .get("failed")
-                .or_else(|| r.get("benchplan").and_then(|b| b.get("failed")))
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            format!("{} ok, {failed} failed", n("completed"))
+            // A repeated case's counts are means per run: shown whole.
+            let r = CaseFile::new(r);
+            let n = |x: Option<f64>| x.map_or(0, |n| n.round() as u64);
+            format!("{} ok, {} failed", n(r.number("completed")), n(r.failed()))
         }
         (None, s) => s.as_str().to_string(),
     };

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::results::read::CaseFile;
+
 /// The finished cases of a run folder (by case id, with their results), after checking
 /// that the folder's plan is the current plan. A case is finished when its result file
 /// is there (files are renamed into place only when whole, so one that exists is
@@ -34,12 +36,7 @@ pub fn finished_cases(dir: &Path, plan_hash: &str, ids: &[&str]) -> Result<Finis
             continue;
         };
         if let Ok(Value::Object(r)) = serde_json::from_str::<Value>(&t) {
-            if r.get("benchplan")
-                .and_then(|b| b.get("case_id"))
-                .and_then(Value::as_str)
-                == Some(id)
-                && complete(&r)
-            {
+            if CaseFile::new(&r).case_id() == Some(id) && complete(&r) {
                 out.insert(id.to_string(), r);
             }
         }
@@ -50,18 +47,6 @@ pub fn finished_cases(dir: &Path, plan_hash: &str, ids: &[&str]) -> Result<Finis
 /// Whether a result counts as finished for resume: whole (not interrupted, not timed
 /// out) and above the success-rate and output-ratio floors.
 fn complete(r: &Map<String, Value>) -> bool {
-    let b = r.get("benchplan");
-    let flag = |k: &str| b.and_then(|b| b.get(k)) == Some(&Value::Bool(true));
-    let floor_failed = b
-        .and_then(|b| b.get("slo_verdicts"))
-        .and_then(Value::as_array)
-        .is_some_and(|v| {
-            v.iter().any(|x| {
-                x.get("key")
-                    .and_then(Value::as_str)
-                    .is_some_and(crate::slo::floors::is_floor)
-                    && x.get("pass") == Some(&Value::Bool(false))
-            })
-        });
-    !flag("interrupted") && !flag("timed_out") && !floor_failed
+    let r = CaseFile::new(r);
+    !r.flag("interrupted") && !r.flag("timed_out") && !r.floor_failed()
 }

@@ -216,7 +216,7 @@ pub(crate) async fn prewarm(
         bounded(opts, "opening connections", native.pool.prewarm(k)).await?;
         return Ok(native.pool.idle_count());
     }
-    let url = format!("{}/v1/models", target.base_url);
+    let url = target.base_url.join("/v1/models");
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..k {
         let (client, url, headers) = (target.client.clone(), url.clone(), target.headers.clone());

@@ -68,7 +68,7 @@ pub fn flags(
         a.push(v);
     };
     flag("backend", params.backend().name().into());
-    flag("base-url", resolved.base_url.clone());
+    flag("base-url", resolved.base_url.to_string());
     flag(
         "endpoint",
         params

@@ -327,7 +327,7 @@ async fn stage(
 async fn health(r: &Resolved) -> String {
     match r
         .client
-        .get(format!("{}/health", r.base_url))
+        .get(r.base_url.join("/health"))
         .timeout(std::time::Duration::from_secs(10))
         .send()
         .await
@@ -366,13 +366,16 @@ fn metrics_at(results: &Map<String, Value>, outcome: &Outcome) -> Value {
         }
     }
     // The ratios SLOs judge, which vLLM's result keys hold only as counts and rates.
-    let num = |k: &str| r.get(k).and_then(Value::as_f64);
-    if let Some(rate) = r.as_object().and_then(crate::results::success_rate) {
-        m.insert("success_rate".into(), json!(rate));
-    }
-    if let (Some(good), Some(all)) = (num("request_goodput"), num("request_throughput")) {
-        if all > 0.0 {
-            m.insert("goodput_ratio".into(), json!(good / all));
+    if let Some(file) = r.as_object().map(crate::results::read::CaseFile::new) {
+        if let Some(rate) = file.success_rate() {
+            m.insert("success_rate".into(), json!(rate));
+        }
+        if file
+            .number("request_throughput")
+            .is_some_and(|all| all > 0.0)
+            && let Some(ratio) = file.goodput_ratio()
+        {
+            m.insert("goodput_ratio".into(), json!(ratio));
         }
     }
     Value::Object(m)

@@ -69,15 +69,10 @@ pub fn check_plan(
                     "add base_url = \"http://127.0.0.1:8000\", or sim = { preset = \"tiny\" }",
                 ),
             ),
-            (Some(url), None) if !(url.starts_with("http://") || url.starts_with("https://")) => {
-                out.push(
-                    Diagnostic::error(
-                        join_key(&path, "base_url"),
-                        format!("`{url}` is not an http:// or https:// URL"),
-                    )
+            (Some(url), None) if let Err(e) = crate::base_url::BaseUrl::parse(url) => out.push(
+                Diagnostic::error(join_key(&path, "base_url"), e.to_string())
                     .with_help("write the scheme, host and port, such as http://127.0.0.1:8000"),
-                )
-            }
+            ),
             (Some(url), None) => {
                 if let Some((root, what)) = api_path_in_base_url(url) {
                     out.push(

@@ -25,7 +25,8 @@ pub fn check_tokenizer(path: &str, svc: &Service, out: &mut Vec<Diagnostic>) {
             if svc
                 .base_url
                 .as_deref()
-                .is_some_and(|u| u.starts_with("https://"))
+                .and_then(|u| crate::base_url::BaseUrl::parse(u).ok())
+                .is_some_and(|u| u.is_https())
             {
                 out.push(
                     Diagnostic::error(

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::plan::Report;
-use crate::results::counts;
+use crate::results::read::CaseFile;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DeltaRow {
@@ -120,10 +120,8 @@ pub fn load_results(dir: &Path) -> Result<IndexMap<String, Map<String, Value>>, 
             .or_else(|_| serde_json::from_str(last))
             .map_err(|e| format!("{} is not a result JSON: {e}", f.display()))?;
         let Value::Object(m) = v else { continue };
-        let id = m
-            .get("benchplan")
-            .and_then(|b| b.get("case_id"))
-            .and_then(Value::as_str)
+        let id = CaseFile::new(&m)
+            .case_id()
             .map(str::to_string)
             .unwrap_or_else(|| {
                 f.file_stem()
@@ -197,10 +195,10 @@ pub const DEFAULT_COMPARED: [&str; 8] = [
 /// A compared metric's value in a result: its key (a p50 is also the median), the
 /// success rate in percent from the counts.
 fn metric_value(r: &Map<String, Value>, k: &str) -> Option<f64> {
-    let num = |k: &str| r.get(k).and_then(Value::as_f64);
+    let r = CaseFile::new(r);
     match k {
-        "success_rate" => crate::results::success_rate(r),
-        _ => num(k).or_else(|| num(&median_key(k)?)),
+        "success_rate" => r.success_rate(),
+        _ => r.number(k).or_else(|| r.number(&median_key(k)?)),
     }
 }
 
@@ -212,10 +210,7 @@ fn median_key(k: &str) -> Option<String> {
 /// A repeated case's per-run values of metric `k` (`benchplan.repeats.values`; `p50_`
 /// reads `median_`), when there are at least two.
 fn run_values(r: &Map<String, Value>, k: &str) -> Option<Vec<f64>> {
-    let values = r.get("benchplan")?.get("repeats")?.get("values")?;
-    let list = values.get(k).or_else(|| values.get(median_key(k)?))?;
-    let xs: Option<Vec<f64>> = list.as_array()?.iter().map(Value::as_f64).collect();
-    xs.filter(|x| x.len() >= 2)
+    CaseFile::new(r).run_values(k)
 }
 
 /// The one-sided p-value that `cand` is worse than `base` on metric `k` by more than
@@ -235,10 +230,7 @@ fn worse_p_value(
             return Some(p);
         }
     }
-    let hist = |r: &Map<String, Value>, m: &str| {
-        let text = r.get("benchplan")?.get("histograms_us")?.get(m)?.as_str()?;
-        crate::metrics::hist::decode(text).ok()
-    };
+    let hist = |r: &Map<String, Value>, m: &str| CaseFile::new(r).histogram(m);
     let sampled = if is_latency_key(k) {
         k.strip_suffix("_ms")?.rsplit_once('_').map(|(_, m)| m)
     } else if HIGHER_BETTER.contains(&k) {
@@ -248,7 +240,8 @@ fn worse_p_value(
     };
     match (k, sampled) {
         ("success_rate", _) => {
-            let ((bo, bf), (co, cf)) = (counts(base)?, counts(cand)?);
+            let ((bo, bf), (co, cf)) =
+                (CaseFile::new(base).counts()?, CaseFile::new(cand).counts()?);
             proportion_lower(bo, bo + bf, co, co + cf, margin)
         }
         (_, Some(m)) => slower_by_more_than(&hist(base, m)?, &hist(cand, m)?, margin),
@@ -301,10 +294,8 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
             }
             let delta = (cv - bv) / bv;
             // A metric's own threshold, else its service's, else the plan's.
-            let service = cr
-                .get("benchplan")
-                .and_then(|b| b.get("service"))
-                .and_then(Value::as_str)
+            let service = CaseFile::new(cr)
+                .service()
                 .and_then(|s| cfg.service_thresholds.get(s));
             let t = cfg
                 .thresholds
@@ -365,10 +356,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
 
 /// The server's prefix-cache hit rate of a result, in percent, when it was scraped.
 fn prefix_hit_pct(r: &Map<String, Value>) -> Option<f64> {
-    r.get("benchplan")?
-        .get("server_metrics")?
-        .get("prefix_cache_hit_rate_pct")?
-        .as_f64()
+    CaseFile::new(r).prefix_cache_hit_rate()
 }
 
 /// Hit rates more than this many points apart make latencies incomparable.

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::metrics::summary::Summary;
+use crate::results::read::CaseFile;
 use crate::slo::{Slo, Verdict};
 
 #[derive(Debug, Clone, Serialize)]
@@ -98,7 +99,7 @@ pub struct TurnView {
 }
 
 fn conversations_view(r: &Map<String, Value>) -> Option<ConversationsView> {
-    let turns = r.get("per_turn_metrics")?.as_array()?;
+    let turns = CaseFile::new(r).per_turn_metrics()?;
     let u = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
     Some(ConversationsView {
         total: u(r, "num_conversations"),
@@ -174,6 +175,53 @@ pub struct ReportView {
     pub folder: Option<String>,
 }
 
+/// What a report says about the run as a whole, beside its cases.
+#[derive(Debug, Clone, Default)]
+pub struct RunHead {
+    pub plan: String,
+    pub description: Option<String>,
+    pub started: String,
+    pub finished: String,
+    pub command: String,
+    pub services: Vec<ServiceView>,
+    /// SLO targets as written.
+    pub slos: Vec<String>,
+    /// The run folder.
+    pub folder: Option<String>,
+}
+
+impl ReportView {
+    /// The one way a report's view is assembled (by `run`, and by `report` and `merge`
+    /// from a folder): the cases with what is derived from them (failures, SLO
+    /// failures, recommendations, axes). `have_slos`: the plan set SLOs of its own.
+    pub fn assemble(head: RunHead, cases: Vec<CaseView>, have_slos: bool) -> ReportView {
+        let (recommendation, no_recommendation) = match recommend(&cases, have_slos) {
+            Ok(r) => (Some(r), None),
+            Err(why) => (None, Some(why)),
+        };
+        ReportView {
+            axes: axes_of(&cases),
+            recommendations: recommend_groups(&cases, have_slos),
+            plan: head.plan,
+            description: head.description,
+            started: head.started,
+            finished: head.finished,
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            command: head.command,
+            services: head.services,
+            slos: head.slos,
+            failed_cases: cases.iter().filter(|v| v.status != "ok").cloned().collect(),
+            slo_failures: cases.iter().filter(|v| v.slo_pass == Some(false)).count(),
+            cases,
+            recommendation,
+            no_recommendation,
+            comparison: None,
+            charts: Vec::new(),
+            folder: head.folder,
+        }
+    }
+}
+
 fn num(r: &Map<String, Value>, key: &str) -> Option<f64> {
     r.get(key).and_then(Value::as_f64)
 }
@@ -220,83 +268,54 @@ pub fn case_view(
     };
     let Some(r) = result else { return v };
     v.conversations = conversations_view(r);
-    let b = r.get("benchplan").and_then(Value::as_object);
-    v.concurrency = r.get("max_concurrency").and_then(Value::as_u64);
-    v.rate = match r.get("request_rate") {
-        Some(Value::String(s)) => s.clone(),
-        Some(x) => x.to_string(),
-        None => "-".into(),
-    };
+    let f = CaseFile::new(r);
+    v.concurrency = f.max_concurrency();
+    v.rate = f.request_rate_text().unwrap_or_else(|| "-".into());
     // Counts of repeated cases are means per run, which need not be whole.
-    let count = |x: Option<&Value>| x.and_then(Value::as_f64).map_or(0, |n| n.round() as u64);
-    v.prompts = count(r.get("num_prompts"));
-    v.completed = count(r.get("completed"));
-    // Pooling results keep vLLM's keys, which have no `failed`; benchplan's block has it.
-    v.failed = count(
-        r.get("failed")
-            .or_else(|| r.get("benchplan").and_then(|b| b.get("failed"))),
-    );
-    v.req_s = num(r, "request_throughput");
-    v.out_tok_s = num(r, "output_throughput");
-    v.ttft_mean = num(r, "mean_ttft_ms");
-    v.ttft_p99 = num(r, "p99_ttft_ms");
-    v.tpot_mean = num(r, "mean_tpot_ms");
-    v.tpot_p99 = num(r, "p99_tpot_ms");
-    v.itl_p99 = num(r, "p99_itl_ms");
-    v.e2el_p99 = num(r, "p99_e2el_ms");
+    let count = |x: Option<f64>| x.map_or(0, |n| n.round() as u64);
+    v.prompts = count(f.number("num_prompts"));
+    v.completed = count(f.number("completed"));
+    v.failed = count(f.failed());
+    v.req_s = f.number("request_throughput");
+    v.out_tok_s = f.number("output_throughput");
+    v.ttft_mean = f.latency_ms("mean", "ttft");
+    v.ttft_p99 = f.latency_ms("p99", "ttft");
+    v.tpot_mean = f.latency_ms("mean", "tpot");
+    v.tpot_p99 = f.latency_ms("p99", "tpot");
+    v.itl_p99 = f.latency_ms("p99", "itl");
+    v.e2el_p99 = f.latency_ms("p99", "e2el");
     let total = v.completed + v.failed;
-    v.success_pct = b
-        .and_then(|b| b.get("success_rate"))
-        .and_then(Value::as_f64)
+    v.success_pct = f
+        .recorded_success_rate_only()
         .or_else(|| (total > 0).then(|| v.completed as f64 / total as f64 * 100.0));
-    if let Some(b) = b {
-        v.prefix_hit_pct = b
-            .get("server_metrics")
-            .and_then(|m| m.get("prefix_cache_hit_rate_pct"))
-            .and_then(Value::as_f64);
-        v.streams_without_done = b
-            .get("streams_without_done")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        v.warnings = b
-            .get("warnings")
-            .and_then(Value::as_array)
-            .map(|w| {
-                w.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        if let Some(e) = b.get("errors_by_kind").and_then(Value::as_object) {
-            v.errors = e
-                .iter()
-                .map(|(k, n)| format!("{k}: {n}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-        }
-        if let Some(rep) = b.get("repeats") {
-            v.repeats = rep.get("count").and_then(Value::as_u64);
-            let sp = |k: &str| {
-                rep.pointer(&format!("/spread_pct/{k}"))
-                    .and_then(Value::as_f64)
-            };
-            let parts: Vec<String> = [
-                ("req/s", "request_throughput"),
-                ("out tok/s", "output_throughput"),
-                ("TTFT P99", "p99_ttft_ms"),
-                ("TPOT P99", "p99_tpot_ms"),
-            ]
+    v.prefix_hit_pct = f.prefix_cache_hit_rate();
+    v.streams_without_done = f.streams_without_done();
+    v.warnings = f.warnings();
+    let errors = f.errors_by_kind();
+    if !errors.is_empty() {
+        v.errors = errors
             .iter()
-            .filter_map(|(label, k)| sp(k).map(|x| format!("{label} ±{x:.1}%")))
-            .collect();
-            v.spread = (!parts.is_empty()).then(|| parts.join(", "));
-        }
-        if let Some(list) = b.get("slo_verdicts") {
-            v.verdicts = serde_json::from_value(list.clone()).unwrap_or_default();
-            if !v.verdicts.is_empty() {
-                v.slo_pass = Some(v.verdicts.iter().all(|x| x.pass));
-            }
+            .map(|(k, n)| format!("{k}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    if let Some(count) = f.repeat_count() {
+        v.repeats = Some(count);
+        let parts: Vec<String> = [
+            ("req/s", "request_throughput"),
+            ("out tok/s", "output_throughput"),
+            ("TTFT P99", "p99_ttft_ms"),
+            ("TPOT P99", "p99_tpot_ms"),
+        ]
+        .iter()
+        .filter_map(|(label, k)| f.repeat_spread(k).map(|x| format!("{label} ±{x:.1}%")))
+        .collect();
+        v.spread = (!parts.is_empty()).then(|| parts.join(", "));
+    }
+    if let Some(verdicts) = f.slo_verdicts() {
+        v.verdicts = verdicts;
+        if !v.verdicts.is_empty() {
+            v.slo_pass = Some(v.verdicts.iter().all(|x| x.pass));
         }
     }
     v

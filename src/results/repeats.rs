@@ -10,6 +10,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::read::CaseFile;
 use crate::metrics::hist;
 use crate::metrics::stats;
 use crate::slo::{Slo, Verdict};
@@ -67,7 +68,7 @@ pub fn combine(runs: &[Map<String, Value>]) -> Map<String, Value> {
     pool_accounting(runs, &mut block);
     let numbers: Vec<Value> = runs
         .iter()
-        .filter_map(|r| r.get("benchplan")?.get("repeat").cloned())
+        .filter_map(|r| CaseFile::new(r).repeat().cloned())
         .collect();
     block.remove("repeat");
     block.insert(
@@ -94,7 +95,10 @@ fn run_values(runs: &[Map<String, Value>]) -> Map<String, Value> {
             out.insert(k.clone(), json!(xs));
         }
     }
-    let rates: Option<Vec<f64>> = runs.iter().map(super::success_rate).collect();
+    let rates: Option<Vec<f64>> = runs
+        .iter()
+        .map(|r| CaseFile::new(r).success_rate())
+        .collect();
     if let Some(rates) = rates {
         out.insert("success_rate".into(), json!(rates));
     }
@@ -107,7 +111,7 @@ fn run_values(runs: &[Map<String, Value>]) -> Map<String, Value> {
 fn pool_accounting(runs: &[Map<String, Value>], block: &mut Map<String, Value>) {
     let parts: Option<Vec<&Map<String, Value>>> = runs
         .iter()
-        .map(|r| r.get("benchplan")?.get("token_accounting")?.as_object())
+        .map(|r| CaseFile::new(r).token_accounting())
         .collect();
     let Some(parts) = parts else { return };
     let sum = |k: &str| -> u64 {
@@ -186,8 +190,7 @@ fn pool(
 ) -> Option<hdrhistogram::Histogram<u64>> {
     let mut hists = Vec::new();
     for r in runs {
-        let text = r.get("benchplan")?.get("histograms_us")?.get(m)?.as_str()?;
-        hists.push(hist::decode(text).ok()?);
+        hists.push(CaseFile::new(r).histogram(m)?);
     }
     let mut merged = hists[0].clone();
     for h in &hists[1..] {
@@ -203,8 +206,9 @@ fn pool(
         .iter()
         .zip(&hists)
         .map(|(r, h)| {
-            let mean = r.get(&key("mean"))?.as_f64()?;
-            let std = r.get(&key("std")).and_then(Value::as_f64).unwrap_or(0.0);
+            let r = CaseFile::new(r);
+            let mean = r.latency_ms("mean", m)?;
+            let std = r.latency_ms("std", m).unwrap_or(0.0);
             Some((h.len() as f64, mean, std))
         })
         .collect();
@@ -240,18 +244,13 @@ fn pool(
 
 /// Judges the SLOs the first run was judged on again, on the combined numbers.
 fn rejudge(out: &mut Map<String, Value>) {
-    let Some(list) = out
-        .get("benchplan")
-        .and_then(|b| b.get("slo_verdicts"))
-        .cloned()
-    else {
+    let Some(old) = CaseFile::new(out).slo_verdicts() else {
         return;
     };
-    let old: Vec<Verdict> = serde_json::from_value(list).unwrap_or_default();
     let new: Vec<Verdict> = old
         .into_iter()
         .filter_map(|v| match Slo::from_verdict(&v) {
-            Ok(slo) => slo.judge_result(out),
+            Ok(slo) => slo.judge(&CaseFile::new(out)),
             Err(_) => Some(v),
         })
         .collect();
@@ -285,7 +284,9 @@ mod tests {
     #[test]
     fn latencies_pool_rates_average_and_slos_are_judged_again() {
         let slo = Slo::from_entry("p99_ttft", &json!("<= 35ms")).unwrap();
-        let pass = json!([slo.judge_result(&run(1, &[0.010], json!([]))).unwrap()]);
+        let pass = json!([slo
+            .judge(&CaseFile::new(&run(1, &[0.010], json!([]))))
+            .unwrap()]);
         // Run 1 is fast, run 2 slow: p99 of run 1 alone passes, the pooled one does not.
         let a = run(1, &[0.010, 0.020, 0.030], pass.clone());
         let b = run(2, &[0.040, 0.050, 0.060], pass);
@@ -341,12 +342,13 @@ mod tests {
         })
         .unwrap();
         let r = json!({"completed": 9, "failed": 1});
-        let v = floor.judge_result(r.as_object().unwrap()).unwrap();
+        let v = floor.judge(&CaseFile::new(r.as_object().unwrap())).unwrap();
         assert_eq!(
             (v.key.as_str(), v.actual, v.pass),
             ("min_success_rate", Some(90.0), false)
         );
-        let back = Slo::from_verdict(&floor.judge_result(r.as_object().unwrap()).unwrap()).unwrap();
+        let back = Slo::from_verdict(&floor.judge(&CaseFile::new(r.as_object().unwrap())).unwrap())
+            .unwrap();
         assert_eq!(back.threshold, 95.0);
     }
 }

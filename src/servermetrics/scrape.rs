@@ -33,18 +33,13 @@ impl Source {
     /// The page `spec.path` under `base_url`, asked for with `client` and `headers`
     /// (the service's own, so an authenticated server answers).
     pub fn new(
-        base_url: &str,
+        base_url: &crate::base_url::BaseUrl,
         client: &reqwest::Client,
         headers: &HeaderMap,
         spec: &crate::plan::server_metrics::ServerMetricsSpec,
     ) -> Source {
-        let path = if spec.path.starts_with('/') {
-            spec.path.clone()
-        } else {
-            format!("/{}", spec.path)
-        };
         Source {
-            url: format!("{base_url}{path}"),
+            url: base_url.join(&spec.path),
             client: client.clone(),
             headers: headers.clone(),
             // The planner refuses 0; this keeps a timer from spinning on it regardless.

@@ -125,6 +125,8 @@ fn an_empty_page_has_no_series_and_a_broken_one_is_an_error() {
 }
 
 fn source() -> Source {
+    // reqwest is built without a default TLS provider (the client room installs one).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     Source {
         url: "http://127.0.0.1:1/metrics".into(),
         client: reqwest::Client::builder().no_proxy().build().unwrap(),

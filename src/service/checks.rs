@@ -30,7 +30,7 @@ pub async fn status(client: &reqwest::Client, url: &str, headers: &HeaderMap) ->
 /// is an alternative.
 pub async fn tokenizer_line(
     client: &reqwest::Client,
-    base: &str,
+    base: &crate::base_url::BaseUrl,
     headers: &HeaderMap,
     model: &str,
     root: &str,
@@ -46,7 +46,7 @@ pub async fn tokenizer_line(
         let mut body = api.tokenize_body("Say hello.", false);
         body["model"] = Value::String(model.to_string());
         let answer = client
-            .post(format!("{base}{}", api.tokenize_path()))
+            .post(base.join(api.tokenize_path()))
             .headers(headers.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_string())
@@ -76,10 +76,14 @@ pub async fn tokenizer_line(
 
 /// What `/metrics` offers: which server's names, how many series, and which of the
 /// per-case quantities benchplan maps (what a run's `server_metrics` will hold).
-pub async fn metrics_line(client: &reqwest::Client, base: &str, headers: &HeaderMap) -> String {
+pub async fn metrics_line(
+    client: &reqwest::Client,
+    base: &crate::base_url::BaseUrl,
+    headers: &HeaderMap,
+) -> String {
     use crate::servermetrics::vocab::{self, COUNTERS, GAUGES, Server};
     let src = crate::servermetrics::Source {
-        url: format!("{base}/metrics"),
+        url: base.join("/metrics"),
         client: client.clone(),
         headers: headers.clone(),
         interval: Duration::from_secs(1),

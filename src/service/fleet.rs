@@ -134,7 +134,7 @@ pub async fn versions(services: &Services) -> HashMap<String, Value> {
         let Ok(r) = r else { continue };
         let v = r
             .client
-            .get(format!("{}/version", r.base_url))
+            .get(r.base_url.join("/version"))
             .headers(r.headers.clone())
             .timeout(Duration::from_secs(10))
             .send()

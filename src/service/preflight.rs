@@ -268,7 +268,7 @@ pub async fn check_model(r: &Resolved, svc: &Service) -> Result<(), String> {
     let (Some(model), None) = (&svc.model, &svc.sim) else {
         return Ok(());
     };
-    let url = format!("{}/v1/models", r.base_url);
+    let url = r.base_url.join("/v1/models");
     let resp = r
         .client
         .get(&url)
@@ -309,7 +309,7 @@ pub enum Reset {
 
 /// `POST /reset_prefix_cache`, as vLLM's sweep does before each run.
 async fn reset_prefix_cache(r: &Resolved) -> Reset {
-    let url = format!("{}/reset_prefix_cache", r.base_url);
+    let url = r.base_url.join("/reset_prefix_cache");
     let fix = "the case may measure prompts an earlier case left in the cache; for vLLM start the server with VLLM_SERVER_DEV_MODE=1 (it serves the endpoint only then), or give each case its own seed";
     match r
         .client

@@ -8,6 +8,7 @@ use std::time::Duration;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use crate::base_url::BaseUrl;
 use crate::client::http::{ClientOptions, build_client_with};
 use crate::client::outcome::Limits;
 use crate::client::request::Target;
@@ -18,7 +19,7 @@ use crate::tokenizer::TokenModel;
 
 /// A service ready for traffic. Holds the simulator (if any) alive.
 pub struct Resolved {
-    pub base_url: String,
+    pub base_url: BaseUrl,
     /// The model as /v1/models names it (sent unless served_model_name is given).
     pub model: String,
     /// The model's `root` (a path or hub id), for the tokenizer.
@@ -51,9 +52,10 @@ pub async fn resolve(
             let h = Simulator::start(config)
                 .await
                 .map_err(|e| format!("cannot start the simulator: {e}"))?;
-            (h.base_url.clone(), Some(h))
+            let url = BaseUrl::parse(&h.base_url).map_err(|e| e.to_string())?;
+            (url, Some(h))
         }
-        (None, Some(url)) => (url.trim_end_matches('/').to_string(), None),
+        (None, Some(url)) => (BaseUrl::parse(url).map_err(|e| e.to_string())?, None),
         (None, None) => return Err("the service has neither base_url nor sim".into()),
     };
     let options = ClientOptions {
@@ -67,7 +69,7 @@ pub async fn resolve(
         Some(m) => (m.clone(), m.clone()),
         None => discover_model(&client, &base_url, &headers).await?,
     };
-    let (tokens, tokenizer_id) = match resolve_tokenizer(service, &base_url, &model_root) {
+    let (tokens, tokenizer_id) = match resolve_tokenizer(service, Some(&base_url), &model_root) {
         Ok(t) => t,
         Err(e) => {
             // A hub id missing from the cache is fetched once, then loaded from there.
@@ -108,7 +110,7 @@ pub async fn resolve(
 /// simulator only — the built-in word tokenizer. Anything else is a clear error.
 pub fn resolve_tokenizer(
     service: &Service,
-    base_url: &str,
+    base_url: Option<&BaseUrl>,
     model_root: &str,
 ) -> Result<(TokenModel, String), String> {
     let from_id = |id: &str| -> Option<Result<(TokenModel, String), String>> {
@@ -116,17 +118,18 @@ pub fn resolve_tokenizer(
     };
     match service.tokenizer.as_deref() {
         Some("server") => {
+            let shown = base_url.map_or("", BaseUrl::as_str);
             let addr = base_url
-                .strip_prefix("http://")
-                .ok_or_else(|| format!("tokenizer = \"server\" needs a plain http:// base_url, not {base_url}; give a tokenizer path instead"))?;
-            let via = service.proxies().for_url(base_url);
+                .and_then(BaseUrl::plain_http_addr)
+                .ok_or_else(|| format!("tokenizer = \"server\" needs a plain http:// base_url, not {shown}; give a tokenizer path instead"))?;
+            let via = service.proxies().for_url(shown);
             // Before any traffic: a server without a working tokenize endpoint is a clear
             // error here, not an empty vocabulary later.
             if let Some(t) = server_tokenizer(addr, via) {
                 return Ok((t, "server".to_string()));
             }
             Err(format!(
-                "tokenizer = \"server\": {base_url} tokenizes at none of /tokenize (vLLM's or llama.cpp's form) and /extras/tokenize (llama-cpp-python's): no answer, an error, or no tokens; this server needs a tokenizer given by path or Hugging Face id (plan: `tokenizer`, bench: --tokenizer)"
+                "tokenizer = \"server\": {shown} tokenizes at none of /tokenize (vLLM's or llama.cpp's form) and /extras/tokenize (llama-cpp-python's): no answer, an error, or no tokens; this server needs a tokenizer given by path or Hugging Face id (plan: `tokenizer`, bench: --tokenizer)"
             ))
         }
         Some(id) => from_id(id).unwrap_or_else(|| {
@@ -191,10 +194,10 @@ pub fn headers(service: &Service) -> Result<HeaderMap, String> {
 /// The first model of /v1/models: (id, root).
 pub async fn discover_model(
     client: &reqwest::Client,
-    base_url: &str,
+    base_url: &BaseUrl,
     headers: &HeaderMap,
 ) -> Result<(String, String), String> {
-    let url = format!("{base_url}/v1/models");
+    let url = base_url.join("/v1/models");
     let resp = client
         .get(&url)
         .headers(headers.clone())
@@ -249,7 +252,7 @@ pub fn target(r: &Resolved, service: &Service, params: &CaseParams) -> Arc<Targe
         .unwrap_or_else(|| params.backend().default_endpoint().to_string());
     Arc::new(
         Target::new(
-            format!("{}{}", r.base_url, endpoint),
+            r.base_url.join(&endpoint),
             r.base_url.clone(),
             params.backend(),
             service

@@ -145,13 +145,7 @@ impl SloMetric {
     pub fn result_key(self) -> String {
         match self {
             SloMetric::Latency { stat, metric } => {
-                let s = match stat {
-                    Stat::Mean => "mean".to_string(),
-                    Stat::Median => "median".to_string(),
-                    Stat::Std => "std".to_string(),
-                    Stat::Percentile(p) => format!("p{}", percentile_label(p)),
-                };
-                format!("{s}_{}_ms", metric.name())
+                format!("{}_{}_ms", stat.label(), metric.name())
             }
             SloMetric::SuccessRate => "success_rate".into(),
             SloMetric::GoodputRatio => "goodput_ratio".into(),
@@ -206,6 +200,77 @@ impl SloMetric {
                     .parse::<f64>()
                     .map_err(|_| format!("`{text}` is not a number per second")),
             },
+        }
+    }
+}
+
+/// What an SLO reads of a case's numbers: implemented by a live summary (below) and by
+/// a result file read back (`results::read::CaseFile`), so both are judged alike.
+pub trait Measured {
+    /// Completed requests.
+    fn completed(&self) -> Option<f64>;
+    /// Completed over all requests, in percent; None without requests.
+    fn success_rate(&self) -> Option<f64>;
+    /// A latency statistic in milliseconds.
+    fn latency(&self, stat: Stat, metric: Metric) -> Option<f64>;
+    /// Good requests per second over all requests per second.
+    fn goodput_ratio(&self) -> Option<f64>;
+    fn request_throughput(&self) -> Option<f64>;
+    /// None for a pooling case (it generates no output).
+    fn output_throughput(&self) -> Option<f64>;
+    /// Returned over asked output tokens in percent, for an `ignore_eos` case.
+    fn output_ratio(&self) -> Option<f64>;
+}
+
+impl Measured for crate::metrics::summary::Summary {
+    fn completed(&self) -> Option<f64> {
+        Some(self.completed as f64)
+    }
+    fn success_rate(&self) -> Option<f64> {
+        (self.completed + self.failed > 0)
+            .then(|| crate::metrics::summary::Summary::success_rate(self))
+    }
+    fn latency(&self, stat: Stat, metric: Metric) -> Option<f64> {
+        let st = self.stat(metric)?;
+        match stat {
+            Stat::Mean => Some(st.mean),
+            Stat::Median => Some(st.median),
+            Stat::Std => Some(st.std),
+            Stat::Percentile(p) => st
+                .percentiles
+                .iter()
+                .find(|(q, _)| (q - p).abs() < 1e-9)
+                .map(|(_, v)| *v),
+        }
+    }
+    fn goodput_ratio(&self) -> Option<f64> {
+        self.request_goodput.map(|g| {
+            if self.request_throughput > 0.0 {
+                g / self.request_throughput
+            } else {
+                0.0
+            }
+        })
+    }
+    fn request_throughput(&self) -> Option<f64> {
+        Some(self.request_throughput)
+    }
+    fn output_throughput(&self) -> Option<f64> {
+        (!self.pooling).then_some(self.output_throughput)
+    }
+    fn output_ratio(&self) -> Option<f64> {
+        self.accounting.output_ratio
+    }
+}
+
+impl Stat {
+    /// The statistic's word in vLLM's result keys: `mean`, `median`, `std`, `p99`.
+    pub fn label(self) -> String {
+        match self {
+            Stat::Mean => "mean".to_string(),
+            Stat::Median => "median".to_string(),
+            Stat::Std => "std".to_string(),
+            Stat::Percentile(p) => format!("p{}", percentile_label(p)),
         }
     }
 }
@@ -364,8 +429,6 @@ mod tests {
         let v = slo.judge(&s).unwrap();
         assert_eq!((v.actual, v.pass), (None, false));
         assert!(v.message.contains("not measured"), "{}", v.message);
-        let r = json!({"completed": 0, "failed": 4, "p99_ttft_ms": 0.0});
-        assert!(!slo.judge_result(r.as_object().unwrap()).unwrap().pass);
     }
 
     #[test]
@@ -393,36 +456,19 @@ pub struct Verdict {
 }
 
 impl Slo {
-    /// The actual value of this SLO's metric in a summary, if the case produced it.
-    pub fn actual(&self, s: &crate::metrics::summary::Summary) -> Option<f64> {
+    /// The actual value of this SLO's metric, if the case produced it: of a live
+    /// summary or of a result file read back, the same way.
+    pub fn actual(&self, m: &impl Measured) -> Option<f64> {
         match self.metric {
             // No successful request measured no latency (the statistics of nothing
             // read 0.00 ms, which would pass any latency SLO).
-            SloMetric::Latency { .. } if s.completed == 0 => None,
-            SloMetric::Latency { stat, metric } => {
-                let st = s.stat(metric)?;
-                match stat {
-                    Stat::Mean => Some(st.mean),
-                    Stat::Median => Some(st.median),
-                    Stat::Std => Some(st.std),
-                    Stat::Percentile(p) => st
-                        .percentiles
-                        .iter()
-                        .find(|(q, _)| (q - p).abs() < 1e-9)
-                        .map(|(_, v)| *v),
-                }
-            }
-            SloMetric::SuccessRate => (s.completed + s.failed > 0).then(|| s.success_rate()),
-            SloMetric::GoodputRatio => s.request_goodput.map(|g| {
-                if s.request_throughput > 0.0 {
-                    g / s.request_throughput
-                } else {
-                    0.0
-                }
-            }),
-            SloMetric::RequestThroughput => Some(s.request_throughput),
-            SloMetric::OutputThroughput => (!s.pooling).then_some(s.output_throughput),
-            SloMetric::OutputRatio => s.accounting.output_ratio,
+            SloMetric::Latency { .. } if m.completed() == Some(0.0) => None,
+            SloMetric::Latency { stat, metric } => m.latency(stat, metric),
+            SloMetric::SuccessRate => m.success_rate(),
+            SloMetric::GoodputRatio => m.goodput_ratio(),
+            SloMetric::RequestThroughput => m.request_throughput(),
+            SloMetric::OutputThroughput => m.output_throughput(),
+            SloMetric::OutputRatio => m.output_ratio(),
         }
     }
 
@@ -433,16 +479,11 @@ impl Slo {
         self.metric == SloMetric::OutputRatio && actual.is_none()
     }
 
-    /// Judges this SLO on a summary; None when it does not apply ([`Slo::not_applicable`]).
-    pub fn judge(&self, s: &crate::metrics::summary::Summary) -> Option<Verdict> {
-        let a = self.actual(s);
-        (!self.not_applicable(a)).then(|| self.verdict(a))
-    }
-
-    /// Judges this SLO on a result JSON (a merged or repeated case's numbers, another
-    /// client's result); None when it does not apply.
-    pub fn judge_result(&self, r: &serde_json::Map<String, serde_json::Value>) -> Option<Verdict> {
-        let a = self.actual_in(r);
+    /// Judges this SLO on a case's numbers (a summary, or a merged, repeated or other
+    /// client's result file read back); None when it does not apply
+    /// ([`Slo::not_applicable`]).
+    pub fn judge(&self, m: &impl Measured) -> Option<Verdict> {
+        let a = self.actual(m);
         (!self.not_applicable(a)).then(|| self.verdict(a))
     }
 
@@ -464,35 +505,6 @@ impl Slo {
         } else {
             slo
         })
-    }
-
-    /// The actual value of this SLO's metric in a result JSON, read as `actual` reads a
-    /// summary (vLLM's keys; success rate from `completed` and `failed`).
-    pub fn actual_in(&self, r: &serde_json::Map<String, serde_json::Value>) -> Option<f64> {
-        let num = |k: &str| r.get(k).and_then(serde_json::Value::as_f64);
-        match self.metric {
-            SloMetric::Latency { .. } if num("completed") == Some(0.0) => None,
-            SloMetric::Latency { .. } => num(&self.metric.result_key()),
-            SloMetric::SuccessRate => {
-                let done = num("completed")?;
-                let failed = num("failed")
-                    .or_else(|| r.get("benchplan")?.get("failed")?.as_f64())
-                    .unwrap_or(0.0);
-                (done + failed > 0.0).then(|| done / (done + failed) * 100.0)
-            }
-            SloMetric::GoodputRatio => num("request_goodput").map(|g| {
-                let t = num("request_throughput").unwrap_or(0.0);
-                if t > 0.0 { g / t } else { 0.0 }
-            }),
-            SloMetric::RequestThroughput => num("request_throughput"),
-            // A pooling result has no output throughput.
-            SloMetric::OutputThroughput => num("output_throughput"),
-            SloMetric::OutputRatio => r
-                .get("benchplan")?
-                .get("token_accounting")?
-                .get("output_ratio")?
-                .as_f64(),
-        }
     }
 
     fn verdict(&self, actual: Option<f64>) -> Verdict {

@@ -26,6 +26,7 @@ const ROOMS: &[&str] = &[
     "wav",
     "files",
     "proxy",
+    "base_url",
     // what a plan says
     "plan",
     // counting tokens, the server's metrics page, per-request samples and summaries
@@ -217,9 +218,7 @@ fn file_graph() -> BTreeMap<String, BTreeSet<String>> {
         let mut to = BTreeSet::new();
         for p in paths_named(&expand_groups(&uncommented), module) {
             let segs: Vec<String> = p.split("::").map(str::to_string).collect();
-            if let Some(k) = (1..=segs.len())
-                .rev()
-                .find(|&k| files.contains(&segs[..k]))
+            if let Some(k) = (1..=segs.len()).rev().find(|&k| files.contains(&segs[..k]))
                 && segs[..k] != module[..]
             {
                 to.insert(segs[..k].join("::"));

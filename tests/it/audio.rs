@@ -181,7 +181,7 @@ async fn the_request_is_vllms_multipart_form_on_both_clients() {
     for native in [true, false] {
         let mut target = Target::new(
             format!("{base}/v1/audio/transcriptions"),
-            base.clone(),
+            benchplan::base_url::BaseUrl::parse(&base).unwrap(),
             Backend::OpenaiAudio,
             "whisper".into(),
             Default::default(),

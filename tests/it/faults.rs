@@ -509,7 +509,7 @@ fn an_endless_line_fails_as_oversized_in_bounded_memory() {
             use benchplan::client::request::{Target, send};
             let t = Target::new(
                 format!("{base}/v1/completions"),
-                base.clone(),
+                benchplan::base_url::BaseUrl::parse(&base).unwrap(),
                 benchplan::plan::Backend::Openai,
                 "m".into(),
                 reqwest::header::HeaderMap::new(),
@@ -698,7 +698,7 @@ fn a_post_the_server_may_have_read_is_never_sent_twice() {
         use benchplan::client::request::{Target, send};
         let t = Target::new(
             format!("{base}/v1/completions"),
-            base.clone(),
+            benchplan::base_url::BaseUrl::parse(&base).unwrap(),
             benchplan::plan::Backend::Openai,
             "m".into(),
             reqwest::header::HeaderMap::new(),

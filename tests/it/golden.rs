@@ -523,7 +523,7 @@ async fn check_stream(name: &str, fx: &Value, native: bool) -> Vec<String> {
     let (base, log) = replay_server(fx);
     let mut target = Target::new(
         format!("{base}{}", rfi["api_url_path"].as_str().unwrap()),
-        base.clone(),
+        benchplan::base_url::BaseUrl::parse(&base).unwrap(),
         backend,
         rfi["model"].as_str().unwrap().to_string(),
         reqwest::header::HeaderMap::new(),

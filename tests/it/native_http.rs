@@ -30,7 +30,7 @@ fn target(base: &str) -> Target {
     headers.insert(AUTHORIZATION, HeaderValue::from_static("Bearer secret"));
     Target::new(
         url,
-        base.to_string(),
+        benchplan::base_url::BaseUrl::parse(base).unwrap(),
         Backend::Openai,
         "m".into(),
         headers,

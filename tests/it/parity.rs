@@ -130,7 +130,7 @@ async fn a_connect_inside_a_measured_request_counts_in_its_ttft() {
     let base = format!("http://{addr}");
     let t = Target::new(
         format!("{base}/v1/completions"),
-        base,
+        benchplan::base_url::BaseUrl::parse(&base).unwrap(),
         Backend::Openai,
         "m".into(),
         reqwest::header::HeaderMap::new(),

@@ -132,7 +132,7 @@ async fn one(events: &'static str) -> benchplan::metrics::sample::Sample {
     let base = events_server(events);
     let target = Target::new(
         format!("{base}/v1/responses"),
-        base.clone(),
+        benchplan::base_url::BaseUrl::parse(&base).unwrap(),
         Backend::OpenaiResponses,
         "m".into(),
         Default::default(),

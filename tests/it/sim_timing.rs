@@ -248,7 +248,7 @@ async fn recorded_timings_are_the_actual_sends_and_match_what_the_client_saw() {
     let url = format!("{}/v1/completions", sim.base_url);
     let target = Target::new(
         url,
-        sim.base_url.clone(),
+        benchplan::base_url::BaseUrl::parse(&sim.base_url).unwrap(),
         benchplan::plan::Backend::Openai,
         "benchplan-sim".into(),
         Default::default(),

@@ -2,6 +2,7 @@
 //! at or below each latency, from the HDR histograms each result keeps
 //! (`benchplan.histograms_us`), one line per case, one chart per service and metric.
 
+use crate::results::read::CaseFile;
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 
@@ -10,7 +11,6 @@ use super::style::{
     log_worthy, near_data, range, slo_lines, slo_text, tick,
 };
 use super::{CaseView, Chart, file_part};
-use crate::metrics::hist;
 
 /// Points of a CDF: (latency ms, percent at or below), 201 quantiles.
 pub fn points(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {
@@ -42,12 +42,8 @@ pub fn draw<'a>(
             let lines: Vec<(String, Vec<(f64, f64)>)> = mine
                 .iter()
                 .filter_map(|c| {
-                    let text = result(&c.id)?
-                        .get("benchplan")?
-                        .get("histograms_us")?
-                        .get(metric)?
-                        .as_str()?;
-                    let pts = points(&hist::decode(text).ok()?);
+                    let h = CaseFile::new(result(&c.id)?).histogram(metric)?;
+                    let pts = points(&h);
                     (!pts.is_empty()).then(|| (name(c), pts))
                 })
                 .collect();

@@ -2,6 +2,7 @@
 //! and P99, one line per service and workload, each point labelled by the swept value
 //! (concurrency or request rate). It tells in one look where the knee is.
 
+use crate::results::read::CaseFile;
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 
@@ -60,12 +61,12 @@ fn lines<'a>(
             let points = members
                 .iter()
                 .map(|(_, c)| {
-                    let r = result(&c.id);
-                    let get = |k: String| r.and_then(|r| r.get(&k)).and_then(Value::as_f64);
+                    let r = result(&c.id).map(CaseFile::new);
+                    let get = |stat: &str| r.and_then(|r| r.latency_ms(stat, metric));
                     (
                         c.out_tok_s.unwrap_or(0.0),
-                        get(format!("median_{metric}_ms")),
-                        get(format!("p99_{metric}_ms")),
+                        get("median"),
+                        get("p99"),
                         swept(c).1,
                     )
                 })

@@ -2,6 +2,7 @@
 //! (`benchplan.server_metrics.series`): requests running and waiting above, KV-cache
 //! use below. Drawn for cases with two or more scrapes.
 
+use crate::results::read::CaseFile;
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 
@@ -28,7 +29,7 @@ pub fn draw<'a>(
 ) -> Vec<Chart> {
     let mut out = Vec::new();
     for c in cases {
-        let Some(sm) = result(&c.id).and_then(|r| r.get("benchplan")?.get("server_metrics")) else {
+        let Some(sm) = result(&c.id).and_then(|r| CaseFile::new(r).server_metrics()) else {
             continue;
         };
         let t: Vec<f64> = sm["series"]["t"]

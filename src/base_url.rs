@@ -1,0 +1,109 @@
+//! A service's base URL, parsed once: an `http://` or `https://` URL with a host,
+//! kept as written without its trailing slashes (so `http://h:8000/` and
+//! `http://h:8000` are one service, and a result records what the plan said). Every
+//! side URL (`/v1/models`, `/health`, `/metrics`, an endpoint) is [`BaseUrl::join`]ed
+//! onto it, never built with `format!`.
+
+use std::fmt;
+
+/// Why a string is not a base URL.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BaseUrlError {
+    #[error("`{0}` is not an http:// or https:// URL")]
+    Scheme(String),
+    #[error("`{0}` is not a URL: {1}")]
+    Parse(String, String),
+}
+
+/// An `http(s)://host[:port][/prefix]` URL without trailing slashes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BaseUrl(String);
+
+impl BaseUrl {
+    pub fn parse(text: &str) -> Result<BaseUrl, BaseUrlError> {
+        if !(text.starts_with("http://") || text.starts_with("https://")) {
+            return Err(BaseUrlError::Scheme(text.to_string()));
+        }
+        let trimmed = text.trim_end_matches('/');
+        let url = reqwest::Url::parse(trimmed)
+            .map_err(|e| BaseUrlError::Parse(text.to_string(), e.to_string()))?;
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(BaseUrlError::Parse(text.to_string(), "no host".into()));
+        }
+        Ok(BaseUrl(trimmed.to_string()))
+    }
+
+    /// The URL as written, without trailing slashes.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `path` under this URL: `join("/v1/models")` and `join("v1/models")` are both
+    /// `{base}/v1/models`.
+    pub fn join(&self, path: &str) -> String {
+        if path.is_empty() {
+            return self.0.clone();
+        }
+        let path = path.strip_prefix('/').unwrap_or(path);
+        format!("{}/{path}", self.0)
+    }
+
+    /// `host:port[/prefix]` of a plain `http://` URL (what the native tokenize client
+    /// connects to); None for https.
+    pub fn plain_http_addr(&self) -> Option<&str> {
+        self.0.strip_prefix("http://")
+    }
+
+    pub fn is_https(&self) -> bool {
+        self.0.starts_with("https://")
+    }
+}
+
+impl fmt::Display for BaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl serde::Serialize for BaseUrl {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_once_and_joins_side_urls() {
+        let b = BaseUrl::parse("http://127.0.0.1:8000/").unwrap();
+        assert_eq!(b.as_str(), "http://127.0.0.1:8000");
+        assert_eq!(b.join("/v1/models"), "http://127.0.0.1:8000/v1/models");
+        assert_eq!(b.join("metrics"), "http://127.0.0.1:8000/metrics");
+        assert_eq!(b.join(""), "http://127.0.0.1:8000");
+        assert_eq!(b.plain_http_addr(), Some("127.0.0.1:8000"));
+        // A prefix (a gateway's route) is kept.
+        let g = BaseUrl::parse("https://gw.example/team-a//").unwrap();
+        assert_eq!(g.join("/health"), "https://gw.example/team-a/health");
+        assert!(g.is_https() && g.plain_http_addr().is_none());
+    }
+
+    #[test]
+    fn refuses_what_is_not_an_http_url() {
+        for bad in ["127.0.0.1:8000", "ftp://h", "localhost", ""] {
+            assert_eq!(
+                BaseUrl::parse(bad),
+                Err(BaseUrlError::Scheme(bad.to_string()))
+            );
+        }
+        assert!(matches!(
+            BaseUrl::parse("http://"),
+            Err(BaseUrlError::Parse(..))
+        ));
+        assert!(matches!(
+            BaseUrl::parse("http://[::1"),
+            Err(BaseUrlError::Parse(..))
+        ));
+    }
+}

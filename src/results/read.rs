@@ -1,0 +1,343 @@
+//! Reading a case's result file back, typed: the one place that knows which key of
+//! [`super::vllm_json::result_json`]'s output (and of a plain `vllm bench serve` file)
+//! holds what. The SLOs, the report, repeats, optimize, sweep, compare, resume and the
+//! executor read results through [`CaseFile`]; none of them names a key.
+
+use serde_json::{Map, Value};
+
+use crate::metrics::hist;
+use crate::plan::params::Metric;
+use crate::slo::{Measured, Stat, Verdict};
+
+/// A result file's JSON, read through typed accessors (borrowed: nothing is copied).
+#[derive(Debug, Clone, Copy)]
+pub struct CaseFile<'a>(&'a Map<String, Value>);
+
+impl<'a> CaseFile<'a> {
+    pub fn new(r: &'a Map<String, Value>) -> CaseFile<'a> {
+        CaseFile(r)
+    }
+
+    /// benchplan's block (absent from a plain vLLM file).
+    fn block(&self) -> Option<&'a Map<String, Value>> {
+        self.0.get("benchplan")?.as_object()
+    }
+
+    fn in_block(&self, key: &str) -> Option<&'a Value> {
+        self.block()?.get(key)
+    }
+
+    /// A top-level number in vLLM's wording (`p99_ttft_ms`, `request_throughput`, …).
+    pub fn number(&self, key: &str) -> Option<f64> {
+        self.0.get(key)?.as_f64()
+    }
+
+    /// A statistic of a latency in milliseconds: `stat` is `mean`, `median`, `std` or
+    /// `pN`; `metric` is `ttft`, `tpot`, `itl` or `e2el`.
+    pub fn latency_ms(&self, stat: &str, metric: &str) -> Option<f64> {
+        self.number(&format!("{stat}_{metric}_ms"))
+    }
+
+    /// Completed and failed requests (vLLM's `failed` is benchplan's key too; older
+    /// vLLM files, and pooling results, keep it under `benchplan`).
+    pub fn counts(&self) -> Option<(f64, f64)> {
+        Some((self.number("completed")?, self.failed().unwrap_or(0.0)))
+    }
+
+    /// Failed requests, where the file says.
+    pub fn failed(&self) -> Option<f64> {
+        self.0
+            .get("failed")
+            .or_else(|| self.in_block("failed"))
+            .and_then(Value::as_f64)
+    }
+
+    /// The success rate in percent, from the counts; None without requests.
+    pub fn success_rate(&self) -> Option<f64> {
+        let (ok, failed) = self.counts()?;
+        (ok + failed > 0.0).then(|| ok / (ok + failed) * 100.0)
+    }
+
+    /// The success rate benchplan recorded (a repeated case's is the runs' mean).
+    pub fn recorded_success_rate_only(&self) -> Option<f64> {
+        self.in_block("success_rate").and_then(Value::as_f64)
+    }
+
+    /// Good requests per second over all requests per second.
+    pub fn goodput_ratio(&self) -> Option<f64> {
+        let good = self.number("request_goodput")?;
+        let all = self.number("request_throughput").unwrap_or(0.0);
+        Some(if all > 0.0 { good / all } else { 0.0 })
+    }
+
+    pub fn max_concurrency(&self) -> Option<u64> {
+        self.0.get("max_concurrency")?.as_u64()
+    }
+
+    /// The request rate as written (`"inf"` or a number).
+    pub fn request_rate_text(&self) -> Option<String> {
+        match self.0.get("request_rate")? {
+            Value::String(s) => Some(s.clone()),
+            x => Some(x.to_string()),
+        }
+    }
+
+    pub fn model_id(&self) -> Option<&'a str> {
+        self.0.get("model_id")?.as_str()
+    }
+
+    pub fn date(&self) -> Option<&'a str> {
+        self.0.get("date")?.as_str()
+    }
+
+    /// The case id benchplan wrote it under.
+    pub fn case_id(&self) -> Option<&'a str> {
+        self.in_block("case_id")?.as_str()
+    }
+
+    /// The service the case ran against.
+    pub fn service(&self) -> Option<&'a str> {
+        self.in_block("service")?.as_str()
+    }
+
+    /// A flag of benchplan's block (`interrupted`, `timed_out`), false when absent.
+    pub fn flag(&self, key: &str) -> bool {
+        self.in_block(key) == Some(&Value::Bool(true))
+    }
+
+    pub fn streams_without_done(&self) -> u64 {
+        self.in_block("streams_without_done")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    }
+
+    /// What the server's `/metrics` said during the case (its series over time).
+    pub fn server_metrics(&self) -> Option<&'a Value> {
+        self.in_block("server_metrics")
+    }
+
+    /// The server's prefix-cache hit rate in percent, when `/metrics` was scraped.
+    pub fn prefix_cache_hit_rate(&self) -> Option<f64> {
+        self.in_block("server_metrics")?
+            .get("prefix_cache_hit_rate_pct")?
+            .as_f64()
+    }
+
+    pub fn warnings(&self) -> Vec<String> {
+        self.in_block("warnings")
+            .and_then(Value::as_array)
+            .map(|w| {
+                w.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Failed requests by kind (`http_500: 3`), in the file's order.
+    pub fn errors_by_kind(&self) -> Vec<(String, Value)> {
+        self.in_block("errors_by_kind")
+            .and_then(Value::as_object)
+            .map(|e| e.iter().map(|(k, n)| (k.clone(), n.clone())).collect())
+            .unwrap_or_default()
+    }
+
+    /// The SLO verdicts the case was judged on; None without the list (an unreadable
+    /// list reads as empty).
+    pub fn slo_verdicts(&self) -> Option<Vec<Verdict>> {
+        Some(serde_json::from_value(self.in_block("slo_verdicts")?.clone()).unwrap_or_default())
+    }
+
+    /// Whether every SLO passed; None without verdicts.
+    pub fn slos_pass(&self) -> Option<bool> {
+        let list = self.in_block("slo_verdicts")?.as_array()?;
+        Some(
+            list.iter()
+                .all(|x| x.get("pass") == Some(&Value::Bool(true))),
+        )
+    }
+
+    /// Whether a floor every case is judged on (success rate, output ratio) failed.
+    pub fn floor_failed(&self) -> bool {
+        self.in_block("slo_verdicts")
+            .and_then(Value::as_array)
+            .is_some_and(|v| {
+                v.iter().any(|x| {
+                    x.get("key")
+                        .and_then(Value::as_str)
+                        .is_some_and(crate::slo::floors::is_floor)
+                        && x.get("pass") == Some(&Value::Bool(false))
+                })
+            })
+    }
+
+    /// The samples' histogram of a metric (`ttft`, `tpot`, `itl`, `e2el`), in µs.
+    pub fn histogram(&self, metric: &str) -> Option<hdrhistogram::Histogram<u64>> {
+        let text = self.in_block("histograms_us")?.get(metric)?.as_str()?;
+        hist::decode(text).ok()
+    }
+
+    /// The token accounting block (`ignore_eos` cases and usage checks).
+    pub fn token_accounting(&self) -> Option<&'a Map<String, Value>> {
+        self.in_block("token_accounting")?.as_object()
+    }
+
+    /// Returned over asked output tokens, in percent, under `ignore_eos`.
+    pub fn output_ratio(&self) -> Option<f64> {
+        self.token_accounting()?.get("output_ratio")?.as_f64()
+    }
+
+    /// How many runs a repeated case combines.
+    pub fn repeat_count(&self) -> Option<u64> {
+        self.in_block("repeats")?.get("count")?.as_u64()
+    }
+
+    /// A repeated case's spread of a number across its runs (population std as % of
+    /// the mean).
+    pub fn repeat_spread(&self, key: &str) -> Option<f64> {
+        self.in_block("repeats")?
+            .get("spread_pct")?
+            .get(key)?
+            .as_f64()
+    }
+
+    /// A repeated case's per-run values of a number (`p50_` reads `median_`), when
+    /// there are at least two.
+    pub fn run_values(&self, key: &str) -> Option<Vec<f64>> {
+        let values = self.in_block("repeats")?.get("values")?;
+        let list = values.get(key).or_else(|| {
+            let median = format!("median_{}", key.strip_prefix("p50_")?);
+            values.get(&median)
+        })?;
+        let xs: Option<Vec<f64>> = list.as_array()?.iter().map(Value::as_f64).collect();
+        xs.filter(|x| x.len() >= 2)
+    }
+
+    /// The number of one run of a repeated case (before they were combined).
+    pub fn repeat(&self) -> Option<&'a Value> {
+        self.in_block("repeat")
+    }
+
+    /// Multi-turn results' per-turn metrics.
+    pub fn per_turn_metrics(&self) -> Option<&'a Vec<Value>> {
+        self.0.get("per_turn_metrics")?.as_array()
+    }
+}
+
+/// What the SLOs read of a result file: the same quantities as of a live summary.
+impl Measured for CaseFile<'_> {
+    fn completed(&self) -> Option<f64> {
+        self.number("completed")
+    }
+    fn success_rate(&self) -> Option<f64> {
+        CaseFile::success_rate(self)
+    }
+    fn latency(&self, stat: Stat, metric: Metric) -> Option<f64> {
+        self.latency_ms(&stat.label(), metric.name())
+    }
+    fn goodput_ratio(&self) -> Option<f64> {
+        CaseFile::goodput_ratio(self)
+    }
+    fn request_throughput(&self) -> Option<f64> {
+        self.number("request_throughput")
+    }
+    // A pooling result has no output throughput key.
+    fn output_throughput(&self) -> Option<f64> {
+        self.number("output_throughput")
+    }
+    fn output_ratio(&self) -> Option<f64> {
+        CaseFile::output_ratio(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::metrics::summary::{LatencyStats, Summary};
+    use crate::plan::CaseParams;
+    use crate::results::vllm_json::{Header, result_json};
+    use crate::slo::Slo;
+
+    /// A summary written by the writer and read back by the reader gives every SLO the
+    /// same actual value: the two sides agree on every key.
+    #[test]
+    fn what_the_writer_writes_the_reader_reads_and_the_slos_judge_alike() {
+        let s = Summary {
+            completed: 3,
+            failed: 1,
+            duration: 2.0,
+            request_throughput: 1.5,
+            request_goodput: Some(0.75),
+            output_throughput: 48.0,
+            stats: vec![
+                LatencyStats::of(Metric::Ttft, &[10.0, 20.0, 30.0], &[50.0, 99.0]),
+                LatencyStats::of(Metric::Tpot, &[1.0, 2.0, 3.0], &[99.0]),
+            ],
+            ..Summary::default()
+        };
+        let mut extras = Map::new();
+        extras.insert("failed".into(), json!(1));
+        let r = result_json(
+            &Header::default(),
+            &CaseParams::default(),
+            &s,
+            None,
+            false,
+            extras,
+        );
+        let f = CaseFile::new(&r);
+        assert_eq!(f.counts(), Some((3.0, 1.0)));
+        assert_eq!(f.success_rate(), Some(75.0));
+        assert_eq!(f.goodput_ratio(), Some(0.5));
+        for key in [
+            "p99_ttft",
+            "p50_ttft",
+            "mean_ttft",
+            "median_ttft",
+            "std_ttft",
+            "p99_tpot",
+            "success_rate",
+            "goodput_ratio",
+            "request_throughput",
+            "output_throughput",
+        ] {
+            let slo = Slo::from_entry(key, &json!(1)).unwrap();
+            let (live, read) = (slo.actual(&s), slo.actual(&f));
+            assert!(live.is_some(), "{key}");
+            assert_eq!(live, read, "{key}");
+        }
+        // A metric the case did not measure reads as missing on both sides.
+        let itl = Slo::from_entry("p99_itl", &json!("<= 1s")).unwrap();
+        assert_eq!((itl.actual(&s), itl.actual(&f)), (None, None));
+    }
+
+    #[test]
+    fn a_plain_vllm_file_and_benchplans_block_are_read_alike() {
+        let vllm = json!({"completed": 8, "failed": 2, "p99_ttft_ms": 41.5, "request_rate": "inf"});
+        let f = CaseFile::new(vllm.as_object().unwrap());
+        assert_eq!(f.counts(), Some((8.0, 2.0)));
+        assert_eq!(f.latency_ms("p99", "ttft"), Some(41.5));
+        assert_eq!(f.request_rate_text().as_deref(), Some("inf"));
+        assert_eq!(
+            (f.case_id(), f.slos_pass(), f.repeat_count()),
+            (None, None, None)
+        );
+        // A pooling result keeps `failed` in benchplan's block.
+        let pooling = json!({"completed": 4, "benchplan": {"failed": 1, "case_id": "c1",
+            "slo_verdicts": [{"key": "min_success_rate", "target": ">= 95%", "actual": 80.0,
+                              "unit": "%", "pass": false, "message": ""}],
+            "repeats": {"count": 3, "values": {"median_ttft_ms": [1.0, 2.0, 3.0]},
+                        "spread_pct": {"p99_ttft_ms": 4.0}}}});
+        let f = CaseFile::new(pooling.as_object().unwrap());
+        assert_eq!(f.counts(), Some((4.0, 1.0)));
+        assert_eq!(f.case_id(), Some("c1"));
+        assert_eq!(f.slos_pass(), Some(false));
+        assert!(f.floor_failed());
+        assert_eq!(f.repeat_count(), Some(3));
+        assert_eq!(f.repeat_spread("p99_ttft_ms"), Some(4.0));
+        assert_eq!(f.run_values("p50_ttft_ms"), Some(vec![1.0, 2.0, 3.0]));
+    }
+}

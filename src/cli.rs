@@ -120,7 +120,7 @@ pub enum Command {
         url: String,
         /// Probe only this backend's endpoint.
         #[arg(long, value_enum)]
-        backend: Option<crate::plan::params::BackendArg>,
+        backend: Option<crate::plan::Backend>,
         /// The model to send (default: the first of /v1/models).
         #[arg(long)]
         model: Option<String>,
@@ -345,7 +345,7 @@ pub fn run(cli: Cli) -> Exit {
             api_key_env,
         } => crate::commands::probe::run(crate::commands::probe::ProbeArgs {
             url,
-            backend: backend.map(Into::into),
+            backend,
             model,
             insecure,
             headers: header,

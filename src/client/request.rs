@@ -30,6 +30,7 @@ use super::http::error_chain;
 use super::outcome::{Limits, deadline_after, excerpt, fail, timed_out};
 use super::stream::{Alarm, End, Reading};
 use crate::metrics::sample::Sample;
+use crate::plan::backend::BodyForm;
 use crate::plan::{Backend, CaseParams};
 use crate::proxy::{Proxies, Via};
 
@@ -369,9 +370,9 @@ async fn open<'a>(
     extra: Option<HeaderMap>,
     times: &mut h1::SendTimes,
 ) -> Result<Body<'a>, (&'static str, String)> {
-    let content_type = match target.backend {
-        Backend::OpenaiAudio => super::multipart::CONTENT_TYPE,
-        _ => JSON,
+    let content_type = match target.backend.spec().body {
+        BodyForm::Multipart => super::multipart::CONTENT_TYPE,
+        BodyForm::Json => JSON,
     };
     let mut extra = extra.unwrap_or_default();
     if content_type != JSON {
@@ -566,12 +567,7 @@ async fn send_inner(
         }
         return;
     }
-    let api = match target.backend {
-        // A transcription streams chat-shaped chunks (`choices[0].delta.content`).
-        Backend::OpenaiChat | Backend::OpenaiAudio => Api::Chat,
-        Backend::OpenaiResponses => Api::Responses,
-        _ => Api::Completions,
-    };
+    let api = target.backend.spec().stream.unwrap_or(Api::Completions);
     let mut reading = Reading::new(
         api,
         sent,
@@ -584,7 +580,7 @@ async fn send_inner(
         return;
     }
     read_stream(resp, reading, deadline, &mut out.sample).await;
-    if target.backend == Backend::OpenaiAudio {
+    if !target.backend.spec().reads_prompt_usage {
         // vLLM's audio request reads only completion_tokens from usage: the input
         // counted is the dataset's prompt_len, whatever the server says the audio took.
         out.sample.usage_prompt = None;

@@ -15,7 +15,7 @@ use crate::report::write::write_reports;
 use crate::results::read::CaseFile;
 
 /// The view of a folder: its manifest's order and failures when it has one.
-pub(crate) fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
+pub fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
     let results = load_results(dir)?;
     let manifest: Value = std::fs::read_to_string(dir.join("manifest.json"))
         .ok()

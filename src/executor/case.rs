@@ -154,7 +154,7 @@ pub async fn run_case(
                 };
                 return CaseOutcome {
                     status,
-                    ..CaseOutcome::failed(e)
+                    ..CaseOutcome::failed(e.to_string())
                 };
             }
         };

@@ -286,35 +286,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         .collect();
     let services = crate::service::fleet::prepare(planned, &pending).await;
     let versions = crate::service::fleet::versions(&services).await;
-    let service_views: Vec<ServiceView> = plan
-        .services
-        .keys()
-        .filter_map(|n| services.get(n).map(|r| (n, r)))
-        .map(|(n, r)| match r {
-            Ok(r) => ServiceView {
-                name: n.clone(),
-                kind: if r.sim.is_some() {
-                    "simulator".into()
-                } else {
-                    "external".into()
-                },
-                base_url: r.base_url.to_string(),
-                model: r.model.clone(),
-                error: None,
-            },
-            Err(e) => ServiceView {
-                name: n.clone(),
-                kind: if plan.services[n].is_sim() {
-                    "simulator".into()
-                } else {
-                    "external".into()
-                },
-                base_url: plan.services[n].base_url.clone().unwrap_or_default(),
-                model: plan.services[n].model.clone().unwrap_or_default(),
-                error: Some(e.clone()),
-            },
-        })
-        .collect();
+    let service_views = service_views(planned, &services);
 
     if settings.resume.is_none() {
         if let Err(e) = folder::write_plan_copies(&dir, planned) {
@@ -322,37 +294,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
             return Exit::Runtime;
         }
     }
-    let mut manifest = json!({
-        "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"), "plan": plan.name, "plan_hash": plan_hash(planned),
-        "command": settings.command, "host": host(), "started": timefmt::iso(started), "finished": null,
-        "services": service_views.iter().map(|s| (s.name.clone(), json!({"kind": s.kind, "base_url": s.base_url, "model": s.model, "version": versions.get(&s.name), "error": s.error}))).collect::<Map<String, Value>>(),
-        "cases": planned.cases.iter().map(|c| {
-            let finished = done.contains_key(&c.id);
-            json!({"id": c.id, "service": c.service, "status": if finished { "ok" } else { "pending" },
-                   "file": finished.then(|| format!("{}.json", c.id))})
-        }).collect::<Vec<_>>(),
-    });
-    if let Some(sr) = &settings.shard {
-        // Self-describing: which plan, which share of it, and the cases it owns.
-        manifest["plan_hash"] = json!(sr.plan_hash);
-        manifest["shard"] = json!({
-            "index": sr.shard.index, "count": sr.shard.count, "by": sr.shard.by,
-            "plan_cases": sr.all_cases,
-            "plan_case_ids": sr.all_ids,
-            "cases": planned.cases.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
-            "plan_repeats": plan.execution.repeats.max(1),
-        });
-        if sr.shard.by == crate::planner::shard::ShardBy::Repeat {
-            // Which runs of each case are here: `{id}.rep{k}.json` for each k.
-            manifest["shard"]["repeats"] = json!(
-                planned
-                    .cases
-                    .iter()
-                    .map(|c| (c.id.clone(), json!(c.repeats)))
-                    .collect::<Map<String, Value>>()
-            );
-        }
-    }
+    let mut manifest = first_manifest(planned, settings, started, &service_views, &versions, &done);
     if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest)) {
         eprintln!("error: cannot write the manifest: {e}");
         return Exit::Runtime;
@@ -392,34 +334,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
             true
         }
     };
-    let mut views = Vec::new();
-    let mut rows = Vec::new();
-    let mut runtime_error = false;
-    for (case, o) in planned.cases.iter().zip(outcomes) {
-        runtime_error |=
-            matches!(o.status, Status::Failed | Status::TimedOut) || !o.problems.is_empty();
-        for p in &o.problems {
-            eprintln!("error: case {}: {}", case.id, crate::escape::console(p));
-        }
-        let mut view = case_view(
-            &case.id,
-            &case.service,
-            o.status.as_str(),
-            o.result.as_ref(),
-            o.error,
-        );
-        view.axes = axis_values(case.assignments.iter().map(|a| (&*a.key, &a.value)));
-        for w in &view.warnings {
-            eprintln!("warning: case {}: {}", case.id, crate::escape::console(w));
-        }
-        views.push(view);
-        rows.push(Row {
-            id: case.id.clone(),
-            service: case.service.clone(),
-            status: o.status.as_str().into(),
-            result: o.result,
-        });
-    }
+    let (views, rows, runtime_error) = case_views(planned, outcomes);
     let head = RunHead {
         plan: plan.name.clone().unwrap_or_default(),
         description: plan.description.clone(),
@@ -534,4 +449,123 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         return code.worst(Exit::Runtime);
     }
     code
+}
+
+/// Each service of the plan as the report shows it: resolved, or why it could not be.
+fn service_views(
+    planned: &Planned,
+    services: &crate::service::fleet::Services,
+) -> Vec<ServiceView> {
+    let plan = &planned.plan;
+    plan.services
+        .keys()
+        .filter_map(|n| services.get(n).map(|r| (n, r)))
+        .map(|(n, r)| match r {
+            Ok(r) => ServiceView {
+                name: n.clone(),
+                kind: if r.sim.is_some() {
+                    "simulator".into()
+                } else {
+                    "external".into()
+                },
+                base_url: r.base_url.to_string(),
+                model: r.model.clone(),
+                error: None,
+            },
+            Err(e) => ServiceView {
+                name: n.clone(),
+                kind: if plan.services[n].is_sim() {
+                    "simulator".into()
+                } else {
+                    "external".into()
+                },
+                base_url: plan.services[n].base_url.clone().unwrap_or_default(),
+                model: plan.services[n].model.clone().unwrap_or_default(),
+                error: Some(e.clone()),
+            },
+        })
+        .collect()
+}
+
+/// The manifest a run starts with: the tool, plan, command, host, services with their
+/// versions, every case (finished ones from a resumed folder already `ok`) and, for a
+/// shard, which share of the plan it holds.
+fn first_manifest(
+    planned: &Planned,
+    settings: &RunSettings,
+    started: SystemTime,
+    service_views: &[ServiceView],
+    versions: &std::collections::HashMap<String, Value>,
+    done: &resume::Finished,
+) -> Value {
+    let plan = &planned.plan;
+    let mut manifest = json!({
+        "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"), "plan": plan.name, "plan_hash": plan_hash(planned),
+        "command": settings.command, "host": host(), "started": timefmt::iso(started), "finished": null,
+        "services": service_views.iter().map(|s| (s.name.clone(), json!({"kind": s.kind, "base_url": s.base_url, "model": s.model, "version": versions.get(&s.name), "error": s.error}))).collect::<Map<String, Value>>(),
+        "cases": planned.cases.iter().map(|c| {
+            let finished = done.contains_key(&c.id);
+            json!({"id": c.id, "service": c.service, "status": if finished { "ok" } else { "pending" },
+                   "file": finished.then(|| format!("{}.json", c.id))})
+        }).collect::<Vec<_>>(),
+    });
+    if let Some(sr) = &settings.shard {
+        // Self-describing: which plan, which share of it, and the cases it owns.
+        manifest["plan_hash"] = json!(sr.plan_hash);
+        manifest["shard"] = json!({
+            "index": sr.shard.index, "count": sr.shard.count, "by": sr.shard.by,
+            "plan_cases": sr.all_cases,
+            "plan_case_ids": sr.all_ids,
+            "cases": planned.cases.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+            "plan_repeats": plan.execution.repeats.max(1),
+        });
+        if sr.shard.by == crate::planner::shard::ShardBy::Repeat {
+            // Which runs of each case are here: `{id}.rep{k}.json` for each k.
+            manifest["shard"]["repeats"] = json!(
+                planned
+                    .cases
+                    .iter()
+                    .map(|c| (c.id.clone(), json!(c.repeats)))
+                    .collect::<Map<String, Value>>()
+            );
+        }
+    }
+    manifest
+}
+
+/// The report's view of each case and its summary.csv row, in plan order, printing
+/// each case's problems and warnings; whether any case failed at run time.
+fn case_views(
+    planned: &Planned,
+    outcomes: Vec<case::CaseOutcome>,
+) -> (Vec<crate::report::view::CaseView>, Vec<Row>, bool) {
+    let mut views = Vec::new();
+    let mut rows = Vec::new();
+    let mut runtime_error = false;
+    for (case, o) in planned.cases.iter().zip(outcomes) {
+        runtime_error |=
+            matches!(o.status, Status::Failed | Status::TimedOut) || !o.problems.is_empty();
+        for p in &o.problems {
+            eprintln!("error: case {}: {}", case.id, crate::escape::console(p));
+        }
+        let mut view = case_view(
+            &case.id,
+            &case.service,
+            o.status.as_str(),
+            o.result.as_ref(),
+            o.error,
+        );
+        view.axes = axis_values(case.assignments.iter().map(|a| (&*a.key, &a.value)));
+        for w in &view.warnings {
+            eprintln!("warning: case {}: {}", case.id, crate::escape::console(w));
+        }
+        views.push(view);
+        rows.push(Row {
+            id: case.id.clone(),
+            service: case.service.clone(),
+            status: o.status.as_str().into(),
+            result: o.result,
+        });
+    }
+    (views, rows, runtime_error)
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::conversation::{ThinkTime, run_conversations};
-use super::options::RunOptions;
+use super::options::{RunError, RunOptions};
 use super::result::{CaseResult, RouteFacts};
 use super::run::{CaseRun, run_case};
 use crate::client::backend::{Prompt, RequestInput};
@@ -20,6 +20,22 @@ use crate::tokenizer::TokenModel;
 
 /// The summary of a run: the metrics over its records, and what the run itself knows
 /// (connections opened before it, a ramp-up's rate changes).
+/// Why a case was not measured: the run's own reason (the endpoint was not ready, the
+/// smoke request failed, …), which callers branch on, or another failure in words.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for CaseError {
+    fn from(s: String) -> CaseError {
+        CaseError::Other(s)
+    }
+}
+
 fn run_summary(run: &CaseRun, params: &CaseParams, tokens: Option<&TokenModel>) -> Summary {
     let mut s = summarize(&run.records, run.duration, params, tokens);
     s.connections.prewarmed = run.prewarmed as u64;
@@ -41,7 +57,7 @@ pub async fn execute(
     service: &Service,
     params: &CaseParams,
     opts: &RunOptions,
-) -> Result<CaseResult, String> {
+) -> Result<CaseResult, CaseError> {
     // Before any traffic: the requests in flight must fit the open-file limit.
     let in_flight = params
         .max_concurrency
@@ -62,7 +78,9 @@ pub async fn execute(
         opts
     };
     if params.client == Some(crate::plan::params::ClientEngine::Vllm) {
-        return super::vllm_engine::execute(resolved, service, params, opts).await;
+        return super::vllm_engine::execute(resolved, service, params, opts)
+            .await
+            .map_err(CaseError::Other);
     }
     if let Dataset::MultiTurn(d) = &params.dataset {
         return execute_conversations(resolved, service, params, d, opts).await;
@@ -74,9 +92,7 @@ pub async fn execute(
     )?);
     let params = Arc::new(params.clone());
     let t = target(resolved, service, &params);
-    let run = run_case(t.clone(), params.clone(), inputs.clone(), opts)
-        .await
-        .map_err(|e| e.to_string())?;
+    let run = run_case(t.clone(), params.clone(), inputs.clone(), opts).await?;
     let summary = run_summary(&run, &params, Some(&resolved.tokens));
     Ok(CaseResult {
         summary,
@@ -95,7 +111,7 @@ async fn execute_conversations(
     params: &CaseParams,
     d: &MultiTurnDataset,
     opts: &RunOptions,
-) -> Result<CaseResult, String> {
+) -> Result<CaseResult, CaseError> {
     let convs = conversations::build(
         d,
         params.num_prompts as usize,
@@ -127,8 +143,7 @@ async fn execute_conversations(
         &d.session_header,
         opts,
     )
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     let tokens = Some(&resolved.tokens);
     let summary = run_summary(&run, &params, tokens);
     let multi_turn = Some(summarize_turns(

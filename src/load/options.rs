@@ -63,7 +63,13 @@ pub enum RunError {
     #[error("the endpoint was not ready within {0:.0} s: {1}")]
     NotReady(f64, String),
     #[error("the smoke request failed {attempts} times; last error: {error}")]
-    Smoke { attempts: u32, error: String },
+    Smoke {
+        attempts: u32,
+        /// The last error, `kind: message`.
+        error: String,
+        /// The last error's kind (`http_400`, `no_tokens`, …): what a caller branches on.
+        kind: String,
+    },
     #[error("the case has no requests")]
     Empty,
     #[error("the case timed out during {0}, before any measured request")]

@@ -136,6 +136,10 @@ pub(crate) async fn prepare(
                         return Err(RunError::Smoke {
                             attempts,
                             error: last_error(&o),
+                            kind: o
+                                .error
+                                .as_ref()
+                                .map_or_else(String::new, |e| e.kind.clone()),
                         });
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;

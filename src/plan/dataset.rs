@@ -160,6 +160,19 @@ impl Dataset {
         matches!(self, Dataset::RandomMm(_)) || matches!(self, Dataset::Custom(c) if c.multimodal)
     }
 
+    /// What this dataset gives each request, which decides the backends that can send
+    /// it (`plan::backend`).
+    pub fn inputs(&self) -> super::backend::Inputs {
+        use super::backend::Inputs;
+        match self {
+            _ if self.is_audio() => Inputs::Audio,
+            _ if self.is_multimodal() => Inputs::Images,
+            Dataset::RandomRerank(_) => Inputs::RerankPairs,
+            Dataset::MultiTurn(_) => Inputs::Conversation,
+            _ => Inputs::Text,
+        }
+    }
+
     /// Whether vLLM turns `ignore_eos` on by default for this kind.
     pub fn ignores_eos_by_default(&self) -> bool {
         matches!(

@@ -5,6 +5,7 @@
 //! [`load::load`] checks unknown keys against the schema and deserialises each
 //! section on its own, so every problem is reported, not just the first.
 
+pub mod backend;
 pub mod dataset;
 pub mod load;
 pub mod optimize;
@@ -23,9 +24,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use backend::Backend;
 pub use dataset::Dataset;
 pub use optimize::Optimize;
-pub use params::{Backend, CaseParams, Metric};
+pub use params::{CaseParams, Metric};
 pub use service::Service;
 pub use settings::{Execution, Report};
 pub use source::{Format, PlanSource};

@@ -8,121 +8,9 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::backend::Backend;
 use super::dataset::Dataset;
 use super::units::{Burstiness, Dur, Percent, Rate};
-
-/// The request function used against the target (vLLM's `--backend`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Backend {
-    /// Completions API (`/v1/completions`), streamed.
-    Vllm,
-    /// Completions API (`/v1/completions`), streamed; vLLM's default backend.
-    Openai,
-    /// Chat completions API (`/v1/chat/completions`), streamed.
-    OpenaiChat,
-    /// Responses API (`/v1/responses`), streamed as typed events.
-    OpenaiResponses,
-    /// Audio transcription or translation (`/v1/audio/transcriptions` or
-    /// `/v1/audio/translations`): a multipart upload of a WAV clip, streamed back as
-    /// chat-style chunks.
-    OpenaiAudio,
-    /// Embeddings API (`/v1/embeddings`), a pooling backend.
-    OpenaiEmbeddings,
-    /// vLLM's rerank API (`/v1/rerank`), a pooling backend.
-    VllmRerank,
-}
-
-impl Backend {
-    pub const ALL: [Backend; 7] = [
-        Backend::Vllm,
-        Backend::Openai,
-        Backend::OpenaiChat,
-        Backend::OpenaiResponses,
-        Backend::OpenaiAudio,
-        Backend::OpenaiEmbeddings,
-        Backend::VllmRerank,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Vllm => "vllm",
-            Backend::Openai => "openai",
-            Backend::OpenaiChat => "openai-chat",
-            Backend::OpenaiResponses => "openai-responses",
-            Backend::OpenaiAudio => "openai-audio",
-            Backend::OpenaiEmbeddings => "openai-embeddings",
-            Backend::VllmRerank => "vllm-rerank",
-        }
-    }
-
-    /// The endpoint used when the plan gives none.
-    pub fn default_endpoint(self) -> &'static str {
-        match self {
-            Backend::Vllm | Backend::Openai => "/v1/completions",
-            Backend::OpenaiChat => "/v1/chat/completions",
-            Backend::OpenaiResponses => "/v1/responses",
-            Backend::OpenaiAudio => "/v1/audio/transcriptions",
-            Backend::OpenaiEmbeddings => "/v1/embeddings",
-            Backend::VllmRerank => "/v1/rerank",
-        }
-    }
-
-    /// The suffix vLLM requires of the endpoint (`_validate_api_url`).
-    pub fn endpoint_suffix(self) -> &'static str {
-        match self {
-            Backend::Vllm | Backend::Openai => "completions",
-            Backend::OpenaiChat => "chat/completions",
-            Backend::OpenaiResponses => "responses",
-            // `translations` fits as well (see accepts_endpoint).
-            Backend::OpenaiAudio => "transcriptions",
-            Backend::OpenaiEmbeddings => "embeddings",
-            Backend::VllmRerank => "rerank",
-        }
-    }
-
-    /// Whether an endpoint path fits this backend (vLLM also accepts `profile`).
-    pub fn accepts_endpoint(self, endpoint: &str) -> bool {
-        let e = endpoint.trim_end_matches('/');
-        let suffix_ok = e.ends_with(self.endpoint_suffix())
-            || e.ends_with("profile")
-            || (self == Backend::OpenaiAudio && e.ends_with("translations"));
-        // `/v1/chat/completions` also ends with `completions`: the completions backends must not take it.
-        let chat = e.ends_with("chat/completions");
-        suffix_ok && (matches!(self, Backend::OpenaiChat) || !chat)
-    }
-
-    /// Pooling backends answer once, without streaming, and take no sampling parameters.
-    pub fn is_pooling(self) -> bool {
-        matches!(self, Backend::OpenaiEmbeddings | Backend::VllmRerank)
-    }
-}
-
-/// The backend names on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BackendArg {
-    Vllm,
-    Openai,
-    OpenaiChat,
-    OpenaiResponses,
-    OpenaiAudio,
-    OpenaiEmbeddings,
-    VllmRerank,
-}
-
-impl From<BackendArg> for Backend {
-    fn from(b: BackendArg) -> Backend {
-        match b {
-            BackendArg::Vllm => Backend::Vllm,
-            BackendArg::Openai => Backend::Openai,
-            BackendArg::OpenaiChat => Backend::OpenaiChat,
-            BackendArg::OpenaiResponses => Backend::OpenaiResponses,
-            BackendArg::OpenaiAudio => Backend::OpenaiAudio,
-            BackendArg::OpenaiEmbeddings => Backend::OpenaiEmbeddings,
-            BackendArg::VllmRerank => Backend::VllmRerank,
-        }
-    }
-}
 
 /// The per-request latency metrics that get mean/median/std/percentiles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -183,7 +71,9 @@ pub enum ClientEngine {
 }
 
 /// How requests pick their LoRA adapter (vLLM's `--lora-assignment`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum LoraAssignment {
     /// Each request draws one at random (seeded by the case's seed); the default.

@@ -6,7 +6,7 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::params::Backend;
+use super::backend::Backend;
 use super::server_metrics::ServerMetricsSpec;
 use super::sim::SimSpec;
 

@@ -194,7 +194,7 @@ pub const DEFAULT_COMPARED: [&str; 8] = [
 
 /// A compared metric's value in a result: its key (a p50 is also the median), the
 /// success rate in percent from the counts.
-fn metric_value(r: &Map<String, Value>, k: &str) -> Option<f64> {
+pub fn metric_value(r: &Map<String, Value>, k: &str) -> Option<f64> {
     let r = CaseFile::new(r);
     match k {
         "success_rate" => r.success_rate(),

@@ -41,7 +41,7 @@ pub enum Fit {
 pub const SMOKE_ID: &str = "benchplan-smoke-0";
 
 /// Whether another wording may fix a failure of this kind.
-fn wording_may_fix(e: &RequestError) -> bool {
+pub fn wording_may_fix(e: &RequestError) -> bool {
     match e
         .kind
         .strip_prefix("http_")
@@ -53,22 +53,6 @@ fn wording_may_fix(e: &RequestError) -> bool {
             "no_tokens" | "invalid_response" | "over_length"
         ),
     }
-}
-
-/// Whether a case's error says its smoke request was refused in a way another wording
-/// may fix (`RunError::Smoke`'s text ends with the last error, `kind: message`).
-pub fn smoke_refusal(error: &str) -> bool {
-    let Some((_, last)) = error.split_once("the smoke request failed") else {
-        return false;
-    };
-    let Some((_, last)) = last.split_once("last error: ") else {
-        return false;
-    };
-    let kind = last.split(':').next().unwrap_or_default();
-    wording_may_fix(&RequestError {
-        kind: kind.to_string(),
-        message: String::new(),
-    })
 }
 
 fn describe(e: &RequestError) -> String {

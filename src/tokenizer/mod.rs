@@ -407,7 +407,7 @@ fn server_call(
     path: &str,
     body: &serde_json::Value,
 ) -> Result<serde_json::Value, String> {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let body = body.to_string();
     let addr = &server.addr;
     // Through a proxy: connect to it and name the whole URL (absolute form).
@@ -429,8 +429,7 @@ fn server_call(
         .ok();
     write!(s, "POST {target} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
         .map_err(|e| e.to_string())?;
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp).map_err(|e| e.to_string())?;
+    let resp = read_answer(&mut s)?;
     let text = String::from_utf8_lossy(&resp);
     let (head, payload) = text
         .split_once("\r\n\r\n")
@@ -442,6 +441,38 @@ fn server_call(
         ));
     }
     serde_json::from_str(payload).map_err(|e| format!("{path} did not answer JSON: {e}"))
+}
+
+/// An HTTP/1.1 answer: its head, then the body by `Content-Length` when the head gives
+/// one (a server that keeps the connection open despite `Connection: close` is not
+/// waited on until the read timeout), else everything up to the close.
+fn read_answer(s: &mut impl std::io::Read) -> Result<Vec<u8>, String> {
+    let mut resp = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut want: Option<usize> = None;
+    loop {
+        if let Some(n) = want
+            && resp.len() >= n
+        {
+            resp.truncate(n);
+            return Ok(resp);
+        }
+        let k = s.read(&mut buf).map_err(|e| e.to_string())?;
+        if k == 0 {
+            return Ok(resp);
+        }
+        resp.extend_from_slice(&buf[..k]);
+        if want.is_none()
+            && let Some(end) = resp.windows(4).position(|w| w == b"\r\n\r\n")
+        {
+            let head = String::from_utf8_lossy(&resp[..end]).to_ascii_lowercase();
+            want = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .map(|len| end + 4 + len);
+        }
+    }
 }
 
 /// Whether HF_HUB_OFFLINE forbids downloads, as the Hugging Face libraries read it.
@@ -528,4 +559,23 @@ pub fn hf_cache_tokenizer(model_id: &str) -> Option<PathBuf> {
         .collect();
     found.sort();
     found.pop()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_answer;
+
+    #[test]
+    fn an_answer_ends_at_its_content_length_not_at_the_close() {
+        // Bytes past the body stand for a connection the server keeps open: a reader
+        // that waited for the close would block on a socket here.
+        let wire = b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nnoMORE".as_slice();
+        let got = read_answer(&mut { wire }).unwrap();
+        assert_eq!(
+            got,
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nno"
+        );
+        let closed = b"HTTP/1.0 200 OK\r\n\r\n{\"tokens\":[1]}".as_slice();
+        assert_eq!(read_answer(&mut { closed }).unwrap(), closed);
+    }
 }

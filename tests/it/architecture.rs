@@ -47,8 +47,9 @@ const ROOMS: &[&str] = &[
     // reaching a service, then loading it
     "service",
     "load",
-    // reports over result files
+    // reports over result files; a plan's history and its change points
     "report",
+    "trend",
     // running a plan; searching over runs
     "executor",
     "optimize",

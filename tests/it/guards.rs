@@ -11,13 +11,6 @@ use serde_json::Value;
 
 use crate::support::{benchplan, repo, stderr, stdout};
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("benchplan-guard-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// Every file under `dir`, recursively (following no links).
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
@@ -40,7 +33,7 @@ fn bin() -> Command {
 
 #[test]
 fn no_secret_reaches_a_file_or_the_console() {
-    let dir = temp("secrets");
+    let dir = crate::support::tempdir("secrets");
     let secrets = [
         "sk-env-secret-4242",
         "hdr-secret-5678",
@@ -150,7 +143,7 @@ fn no_secret_reaches_a_file_or_the_console() {
 
 #[test]
 fn names_cannot_write_outside_the_results_folder() {
-    let dir = temp("paths");
+    let dir = crate::support::tempdir("paths");
     for name in ["\"../up\"", "\"/abs\"", "\"a\\u0000b\"", "\"..\""] {
         let plan = dir.join("p.toml");
         std::fs::write(
@@ -208,7 +201,7 @@ fn validate(dir: &Path, file: &str, text: &[u8]) -> (Option<i32>, String, Durati
 
 #[test]
 fn absurd_plans_are_refused_in_bounded_time() {
-    let dir = temp("absurd");
+    let dir = crate::support::tempdir("absurd");
     let axis = format!(
         "[{}]",
         (1..=1000)
@@ -298,7 +291,7 @@ fn absurd_plans_are_refused_in_bounded_time() {
 
 #[test]
 fn a_case_that_mostly_failed_is_a_failed_verdict_and_runs_again_on_resume() {
-    let dir = temp("floor");
+    let dir = crate::support::tempdir("floor");
     let plan = dir.join("plan.toml");
     std::fs::write(
         &plan,
@@ -368,7 +361,7 @@ fn a_case_that_mostly_failed_is_a_failed_verdict_and_runs_again_on_resume() {
 
 #[test]
 fn two_runs_started_together_write_two_folders() {
-    let dir = temp("twins");
+    let dir = crate::support::tempdir("twins");
     let plan = dir.join("plan.toml");
     std::fs::write(
         &plan,

@@ -1,8 +1,9 @@
 //! The load generator against the simulator: measured against injected ground truth,
 //! failures counted by kind as injected, and the bench command's result file.
 
+use benchplan::load::case::CaseError;
 use benchplan::load::case::execute;
-use benchplan::load::options::RunOptions;
+use benchplan::load::options::{RunError, RunOptions};
 use benchplan::plan::dataset::RandomDataset;
 use benchplan::plan::sim::{FailureType, Preset, SimParams};
 use benchplan::plan::units::{Dur, Rate};
@@ -203,6 +204,12 @@ async fn a_server_nobody_listens_on_gives_connection_errors() {
     let e = execute(&resolved, &svc, &p, &RunOptions::default())
         .await
         .unwrap_err();
+    // The kind is typed (a caller branches on it); the words say it too.
+    assert!(
+        matches!(&e, CaseError::Run(RunError::Smoke { attempts: 3, kind, .. }) if kind == "connection"),
+        "{e:?}"
+    );
+    let e = e.to_string();
     assert!(
         e.contains("smoke request failed 3 times") && e.contains("connection"),
         "{e}"
@@ -504,6 +511,11 @@ async fn the_ready_check_waits_for_a_starting_server_and_warmups_are_not_measure
     let e = execute(&resolved, &svc, &p, &RunOptions::default())
         .await
         .unwrap_err();
+    assert!(
+        matches!(&e, CaseError::Run(RunError::NotReady(..))),
+        "{e:?}"
+    );
+    let e = e.to_string();
     assert!(
         e.contains("not ready within") && e.contains("http_503"),
         "{e}"

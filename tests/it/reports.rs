@@ -11,13 +11,6 @@ use std::time::Duration;
 
 use crate::support::{batch_dir, benchplan, read_json, stderr};
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("benchplan-rep-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// Two services, a three-point concurrency sweep each, scraped every 20 ms.
 const SWEEP: &str = r#"
 name = "sweep"
@@ -61,7 +54,7 @@ fn run_ok(dir: &Path, text: &str) -> PathBuf {
 /// Runs the sweep once for every test of this module that reads it.
 fn sweep() -> &'static Path {
     static RUN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    RUN.get_or_init(|| run_ok(&temp("sweep"), SWEEP))
+    RUN.get_or_init(|| run_ok(&crate::support::tempdir("sweep"), SWEEP))
 }
 
 fn case_ids(run: &Path) -> Vec<(String, String)> {
@@ -199,7 +192,7 @@ fn every_chart_is_svg_with_one_point_per_case_per_series() {
 
 #[test]
 fn no_charts_draws_none_and_one_case_draws_no_curve() {
-    let dir = temp("one");
+    let dir = crate::support::tempdir("one");
     let plan = SWEEP
         .replace("max_concurrency = [1, 2, 4]", "max_concurrency = [2]")
         .replace(
@@ -347,7 +340,7 @@ fn report_html_opens_in_headless_chromium_with_every_table_and_chart_and_no_requ
         return;
     };
     let run = sweep();
-    let dir = temp("chromium");
+    let dir = crate::support::tempdir("chromium");
     let (port, hosts) = trap();
     // Chromium contacts a few of its own services (sign-in, google.com) whatever the
     // page: an empty page shows which, so they are not blamed on the report.
@@ -471,7 +464,7 @@ p99_ttft = "<= 3s"
 
 #[test]
 fn a_fleet_of_fast_and_slow_services_reads_on_log_axes_with_slo_lines_and_legends_aside() {
-    let dir = temp("fleet");
+    let dir = crate::support::tempdir("fleet");
     let run = run_ok(&dir, FLEET);
     let text = parse_svg(&run.join("charts/throughput_vs_ttft.svg"));
     let doc = roxmltree::Document::parse(&text).unwrap();
@@ -548,5 +541,42 @@ fn a_fleet_of_fast_and_slow_services_reads_on_log_axes_with_slo_lines_and_legend
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The reports of a committed run (`tests/fixtures/fixed-run`: two simulated services
+/// at two concurrencies, six prompts a case), written in process as `benchplan report`
+/// writes them and compared whole: report.md, report.html (without charts, which
+/// `every_chart_is_svg…` reads point by point), summary.csv and junit.xml. The run's
+/// numbers are fixed, so nothing is redacted but the folder and the tool's version.
+#[test]
+fn the_reports_of_a_fixed_run_match_their_snapshots() {
+    use benchplan::report::write::{Templates, write_reports};
+    let dir = crate::support::tempdir("fixed-run");
+    let fixture = crate::support::repo().join("tests/fixtures/fixed-run");
+    for f in std::fs::read_dir(&fixture).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
+    }
+    let (view, rows) = benchplan::commands::report::view_of(&dir).unwrap();
+    let templates = Templates {
+        no_charts: true,
+        ..Templates::default()
+    };
+    let code = write_reports(&dir, &view, &rows, &templates, Path::new("."));
+    assert_eq!(code, benchplan::exit::Exit::Ok);
+    let folder = dir.display().to_string();
+    let redact = |text: String| {
+        text.replace(&folder, "[folder]")
+            .replace(env!("CARGO_PKG_VERSION"), "[version]")
+    };
+    let read = |name: &str| redact(std::fs::read_to_string(dir.join(name)).unwrap());
+    insta::assert_snapshot!("fixed_run_report_md", read("report.md"));
+    insta::assert_snapshot!("fixed_run_report_html", read("report.html"));
+    insta::assert_snapshot!("fixed_run_summary_csv", read("summary.csv"));
+    insta::assert_snapshot!(
+        "fixed_run_junit_xml",
+        redact(benchplan::report::junit::junit_xml(&view))
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -1,16 +1,9 @@
 //! `benchplan run` end to end against in-process simulators: the results tree,
 //! summary.csv, report.md, SLO exit codes, failing services and templates.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::support::{batch_dir, benchplan, stderr, stdout};
-
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("benchplan-run-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn write_plan(dir: &Path, text: &str) -> String {
     let p = dir.join("plan.toml");
@@ -47,7 +40,7 @@ success_rate = ">= 99%"
 
 #[test]
 fn a_plan_runs_into_the_results_tree() {
-    let dir = temp("tree");
+    let dir = crate::support::tempdir("tree");
     let plan = write_plan(&dir, TWO_SIMS);
     let results = dir.join("bench_results");
     let out = run_quiet(&plan, &results);
@@ -135,7 +128,7 @@ fn a_plan_runs_into_the_results_tree() {
 
 #[test]
 fn a_violated_slo_exits_3() {
-    let dir = temp("slo");
+    let dir = crate::support::tempdir("slo");
     let plan = write_plan(
         &dir,
         &TWO_SIMS.replace("p99_ttft = \"<= 2s\"", "mean_tpot = \"<= 1.5ms\""),
@@ -149,7 +142,7 @@ fn a_violated_slo_exits_3() {
 
 #[test]
 fn a_failing_service_is_a_recorded_failed_case_and_the_others_run() {
-    let dir = temp("fail");
+    let dir = crate::support::tempdir("fail");
     let text = TWO_SIMS.replace(
         "sim = { preset = \"fast\", itl = \"2ms\" }",
         "sim = { preset = \"fast\", failure_rate = 1.0 }",
@@ -183,7 +176,7 @@ fn a_failing_service_is_a_recorded_failed_case_and_the_others_run() {
 
 #[test]
 fn an_unreachable_service_fails_its_own_cases_and_the_others_run() {
-    let dir = temp("down");
+    let dir = crate::support::tempdir("down");
     let plan = write_plan(
         &dir,
         &format!(
@@ -243,7 +236,7 @@ fn an_unreachable_service_fails_its_own_cases_and_the_others_run() {
 
 #[test]
 fn user_templates_render_and_template_errors_are_located() {
-    let dir = temp("tpl");
+    let dir = crate::support::tempdir("tpl");
     let plan = write_plan(
         &dir,
         &TWO_SIMS.replace("max_concurrency = [1, 4]", "max_concurrency = [2]"),
@@ -308,7 +301,7 @@ fn sim_plan(itl: &str, extra: &str) -> String {
 
 #[test]
 fn a_baseline_that_matches_no_case_fails_and_compare_reads_result_files() {
-    let dir = temp("unmatched");
+    let dir = crate::support::tempdir("unmatched");
     let results = dir.join("r");
     let other = write_plan(
         &dir,
@@ -360,7 +353,7 @@ fn a_baseline_that_matches_no_case_fails_and_compare_reads_result_files() {
 
 #[test]
 fn slo_failures_outrank_regressions_and_both_are_counted_and_in_junit() {
-    let dir = temp("both");
+    let dir = crate::support::tempdir("both");
     let results = dir.join("r");
     let base_plan = write_plan(&dir, &sim_plan("10ms", ""));
     let out = run_quiet(&base_plan, &results);
@@ -400,7 +393,7 @@ fn slo_failures_outrank_regressions_and_both_are_counted_and_in_junit() {
 
 #[test]
 fn compare_flags_a_slower_service_and_the_plan_baseline_exits_4() {
-    let dir = temp("cmp");
+    let dir = crate::support::tempdir("cmp");
     let results = dir.join("r");
     let base_plan = write_plan(&dir, &sim_plan("10ms", ""));
     let out = benchplan(&[
@@ -457,7 +450,7 @@ fn compare_flags_a_slower_service_and_the_plan_baseline_exits_4() {
 
 #[test]
 fn a_killed_run_resumes_to_the_same_set_of_results() {
-    let dir = temp("resume");
+    let dir = crate::support::tempdir("resume");
     let plan = write_plan(
         &dir,
         &sim_plan("10ms", "").replace(
@@ -565,7 +558,7 @@ fn a_killed_run_resumes_to_the_same_set_of_results() {
 
 #[test]
 fn junit_repeats_parallel_and_report_rerendering() {
-    let dir = temp("junit");
+    let dir = crate::support::tempdir("junit");
     let text = format!(
         "{}\n[execution]\nrepeats = 2\nparallel = 2\n",
         TWO_SIMS
@@ -679,7 +672,7 @@ fn fast_bench_into(dir: &Path, name: &str, extra: &[&str]) {
 
 #[test]
 fn report_keeps_two_results_of_the_same_parameters_apart() {
-    let dir = temp("twins");
+    let dir = crate::support::tempdir("twins");
     for name in ["first.json", "second.json"] {
         fast_bench_into(&dir, name, &["--num-prompts", "4"]);
     }
@@ -695,7 +688,7 @@ fn report_keeps_two_results_of_the_same_parameters_apart() {
 
 #[test]
 fn report_reads_a_folder_of_vllm_results() {
-    let dir = temp("vllmdir");
+    let dir = crate::support::tempdir("vllmdir");
     for c in ["2", "4", "16"] {
         fast_bench_into(
             &dir,
@@ -755,71 +748,9 @@ fn probe_describes_a_service() {
     assert_eq!(out.status.code(), Some(1));
 }
 
-/// Replaces what changes from run to run: measured numbers, times, ports, paths.
-fn redact(md: &str) -> String {
-    let mut out = String::with_capacity(md.len());
-    for line in md.lines() {
-        // A case gets a server chart only when enough scrapes fell inside it, which
-        // depends on how fast this machine ran it.
-        if line.starts_with("![Server during ") {
-            continue;
-        }
-        let line = if line.starts_with("Run ") {
-            "Run [time] to [time] with benchplan [version].".to_string()
-        } else if line.contains("/benchplan run") || line.contains("benchplan run ") {
-            "[command]".to_string()
-        } else {
-            line.to_string()
-        };
-        // Ports of in-process simulators.
-        let line = match line.find("127.0.0.1:") {
-            Some(i) => {
-                let end = line[i + 10..]
-                    .find(|c: char| !c.is_ascii_digit())
-                    .map_or(line.len(), |e| i + 10 + e);
-                format!("{}127.0.0.1:[port]{}", &line[..i], &line[end..])
-            }
-            None => line,
-        };
-        // Decimal numbers (every measured value is printed with decimals).
-        let mut s = String::new();
-        let chars: Vec<char> = line.chars().collect();
-        let mut i = 0;
-        while i < chars.len() {
-            if chars[i].is_ascii_digit()
-                && (i == 0 || !chars[i - 1].is_ascii_alphanumeric() && chars[i - 1] != '-')
-            {
-                let start = i;
-                while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
-                    i += 1;
-                }
-                let num: String = chars[start..i].iter().collect();
-                s.push_str(if num.contains('.') { "[n]" } else { &num });
-            } else {
-                s.push(chars[i]);
-                i += 1;
-            }
-        }
-        out.push_str(&s);
-        out.push('\n');
-    }
-    out
-}
-
-#[test]
-fn the_default_report_matches_its_snapshot() {
-    let dir = temp("snap");
-    let plan = write_plan(&dir, TWO_SIMS);
-    let out = run_quiet(&plan, &dir.join("r"));
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let md = std::fs::read_to_string(batch_dir(&dir.join("r")).join("report.md")).unwrap();
-    insta::assert_snapshot!("report_md", redact(&md));
-    std::fs::remove_dir_all(&dir).ok();
-}
-
 #[test]
 fn a_server_with_another_model_is_refused_before_any_case() {
-    let dir = temp("wrongmodel");
+    let dir = crate::support::tempdir("wrongmodel");
     let sim = crate::support::SimProcess::start(&["--preset", "fast"]);
     let plan = write_plan(
         &dir,
@@ -842,7 +773,7 @@ fn a_server_with_another_model_is_refused_before_any_case() {
 
 #[test]
 fn matrix_axes_are_columns_and_each_workload_gets_its_own_recommendation() {
-    let dir = temp("groups");
+    let dir = crate::support::tempdir("groups");
     let plan = dir.join("plan.toml");
     std::fs::write(
         &plan,
@@ -933,7 +864,7 @@ fn a_service_has_its_own_slos_and_defaults_over_the_plans() {
             .any(|(s, _)| s.key == "success_rate")
     );
 
-    let dir = temp("service-slo");
+    let dir = crate::support::tempdir("service-slo");
     let plan = write_plan(&dir, &text);
     let out = run_quiet(&plan, &dir.join("r"));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -960,7 +891,7 @@ fn a_service_has_its_own_slos_and_defaults_over_the_plans() {
 
 #[test]
 fn only_runs_a_subset_into_a_new_folder_or_again_in_place() {
-    let dir = temp("only");
+    let dir = crate::support::tempdir("only");
     let plan = write_plan(
         &dir,
         &TWO_SIMS.replace("num_prompts = 100", "num_prompts = 10"),

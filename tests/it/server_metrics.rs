@@ -174,13 +174,6 @@ async fn the_running_series_peaks_at_the_cases_concurrency() {
     assert_eq!(sm.failed_scrapes, 0);
 }
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("benchplan-sm-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn run(dir: &Path, plan: &str) -> (std::process::Output, PathBuf) {
     let p = dir.join("plan.toml");
     std::fs::write(&p, plan).unwrap();
@@ -208,7 +201,7 @@ fn cases(results: &Path) -> Vec<Value> {
 
 #[test]
 fn results_carry_vllms_spec_decode_keys_and_a_service_without_metrics_is_noted_once() {
-    let dir = temp("keys");
+    let dir = crate::support::tempdir("keys");
     // Acceptance 1, 1, 0: every draft accepts exactly its first two of three tokens.
     // 10 output tokens: the first from prefill, 9 from 3 drafts of 3 tokens each.
     let plan = r#"

@@ -8,13 +8,6 @@ use serde_json::Value;
 
 use crate::support::{batch_dir, benchplan, read_json, stderr, stdout};
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("benchplan-shards-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// A plan of three simulated services `a`, `b`, `c` with two cases each (c1, c3).
 fn three_services(dir: &Path, sim: &str, defaults: &str, slo: &str) -> PathBuf {
     let plan = dir.join("plan.toml");
@@ -72,7 +65,7 @@ fn shard_dirs(results: &Path) -> Vec<(u64, PathBuf, Value)> {
 
 #[test]
 fn shards_from_job_completion_index_split_the_plan_by_service() {
-    let dir = temp("by-service");
+    let dir = crate::support::tempdir("by-service");
     let plan = three_services(
         &dir,
         "{ preset = \"fast\" }",
@@ -149,7 +142,7 @@ fn shards_from_job_completion_index_split_the_plan_by_service() {
 
 #[test]
 fn a_plan_run_whole_and_as_merged_shards_gives_the_same_cases_and_a_missing_shard_is_named() {
-    let dir = temp("merge");
+    let dir = crate::support::tempdir("merge");
     // Fixed simulated latencies, so whole and merged runs can be held to the same numbers.
     let plan = three_services(
         &dir,
@@ -383,7 +376,7 @@ fn assert_pooled(run: &Path, id: &str) {
 
 #[test]
 fn repeats_split_over_shards_pool_every_request_and_the_merge_compares_with_a_baseline() {
-    let dir = temp("repeats");
+    let dir = crate::support::tempdir("repeats");
     let plan = dir.join("plan.toml");
     // Two slots for up to four requests: queueing spreads the TTFTs into a real tail.
     // The whole run and the merged shards are separate runs compared with each other,

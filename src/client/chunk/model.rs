@@ -81,14 +81,8 @@ pub struct ServerTimes {
     pub time_to_first_token_ms: Option<f64>,
 }
 
-/// Which API's rules decide what a token event is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    Completions,
-    Chat,
-    /// The Responses API's typed events: read by `super::responses`, never as chunks.
-    Responses,
-}
+/// Which API's rules decide what a token event is (the backend table names it).
+pub use crate::plan::backend::Api;
 
 impl Chunk<'_> {
     /// Whether this chunk is a token event (see the module docs), and the text it adds

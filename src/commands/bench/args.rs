@@ -55,8 +55,8 @@ pub struct BenchArgs {
     #[arg(long, num_args = 1..)]
     pub lora_modules: Vec<String>,
     /// How requests pick a LoRA adapter: random or round-robin.
-    #[arg(long, default_value = "random", value_parser = ["random", "round-robin"])]
-    pub lora_assignment: String,
+    #[arg(long, value_enum, default_value_t)]
+    pub lora_assignment: crate::plan::params::LoraAssignment,
     /// JSON merged into every request body last (null removes a key).
     #[arg(long)]
     pub extra_body: Option<String>,
@@ -65,20 +65,20 @@ pub struct BenchArgs {
     pub request_id_prefix: Option<String>,
     /// The request-id header's value: prefixed (vLLM's), uuid, or none (no header).
     /// Unset: vLLM's, or what the server takes when it refuses vLLM's.
-    #[arg(long, value_parser = ["prefixed", "uuid", "none"])]
-    pub request_id: Option<String>,
+    #[arg(long)]
+    pub request_id: Option<crate::plan::shape::RequestIdForm>,
     /// The request-id header's name (default x-request-id).
     #[arg(long)]
     pub request_id_header: Option<String>,
     /// Chat message content: parts (vLLM's) or string.
-    #[arg(long, value_parser = ["parts", "string"])]
-    pub chat_content: Option<String>,
+    #[arg(long)]
+    pub chat_content: Option<crate::plan::shape::ChatContent>,
     /// Send stream_options (on: vLLM's) or not (off).
     #[arg(long, value_parser = ["on", "off"])]
     pub stream_options: Option<String>,
     /// The output-length key of chat requests: max_completion_tokens (vLLM's) or max_tokens.
-    #[arg(long, value_parser = ["max_completion_tokens", "max_tokens"])]
-    pub max_tokens_key: Option<String>,
+    #[arg(long)]
+    pub max_tokens_key: Option<crate::plan::shape::MaxTokensKey>,
 
     /// Number of measured requests (conversations with --multi-turn).
     #[arg(long, default_value_t = 1000)]
@@ -347,10 +347,28 @@ fn kv(items: &[String], sep: char, flag: &str) -> Result<Vec<(String, String)>, 
         .collect()
 }
 
+/// Sets `k` when the flag was given.
+fn opt(d: &mut Map<String, Value>, k: &str, v: Option<Value>) {
+    if let Some(v) = v {
+        d.insert(k.into(), v);
+    }
+}
+
 impl BenchArgs {
     /// The one-case plan these flags describe, as a plan document.
     pub fn plan_value(&self) -> Result<Value, String> {
         let mut d = Map::new();
+        self.load_keys(&mut d);
+        self.request_keys(&mut d)?;
+        self.dataset_keys(&mut d)?;
+        let svc = self.service_keys(&mut d)?;
+        Ok(
+            json!({"name": "bench", "services": {"target": Value::Object(svc)}, "defaults": Value::Object(d)}),
+        )
+    }
+
+    /// The load: backend, endpoint, prompts, rate, concurrency, ramp-up, warmups, seed.
+    fn load_keys(&self, d: &mut Map<String, Value>) {
         let backend = match (&self.backend, self.multi_turn) {
             (Some(b), _) => b.as_str(),
             (None, true) => "openai-chat",
@@ -375,31 +393,18 @@ impl BenchArgs {
                 _ => json!(self.burstiness),
             },
         );
-        let opt = |d: &mut Map<String, Value>, k: &str, v: Option<Value>| {
-            if let Some(v) = v {
-                d.insert(k.into(), v);
-            }
-        };
+        opt(d, "max_concurrency", self.max_concurrency.map(|v| json!(v)));
         opt(
-            &mut d,
-            "max_concurrency",
-            self.max_concurrency.map(|v| json!(v)),
-        );
-        opt(
-            &mut d,
+            d,
             "ramp_up_strategy",
             self.ramp_up_strategy.as_ref().map(|v| json!(v)),
         );
         opt(
-            &mut d,
+            d,
             "ramp_up_start_rps",
             self.ramp_up_start_rps.map(|v| json!(v)),
         );
-        opt(
-            &mut d,
-            "ramp_up_end_rps",
-            self.ramp_up_end_rps.map(|v| json!(v)),
-        );
+        opt(d, "ramp_up_end_rps", self.ramp_up_end_rps.map(|v| json!(v)));
         d.insert("num_warmups".into(), json!(self.num_warmups));
         d.insert(
             "ready_check_timeout".into(),
@@ -414,9 +419,14 @@ impl BenchArgs {
             ("presence_penalty", self.presence_penalty),
             ("repetition_penalty", self.repetition_penalty),
         ] {
-            opt(&mut d, k, v.map(|v| json!(v)));
+            opt(d, k, v.map(|v| json!(v)));
         }
-        opt(&mut d, "top_k", self.top_k.map(|v| json!(v)));
+        opt(d, "top_k", self.top_k.map(|v| json!(v)));
+    }
+
+    /// How each request is sent and judged: LoRA, tokenizer mode, ignore_eos,
+    /// percentiles, goodput, extra body, request shape, timeouts, metadata.
+    fn request_keys(&self, d: &mut Map<String, Value>) -> Result<(), String> {
         if !self.lora_modules.is_empty() {
             d.insert("lora_modules".into(), json!(self.lora_modules));
             d.insert("lora_assignment".into(), json!(self.lora_assignment));
@@ -429,7 +439,7 @@ impl BenchArgs {
                 ));
             }
         }
-        opt(&mut d, "logprobs", self.logprobs.map(|v| json!(v)));
+        opt(d, "logprobs", self.logprobs.map(|v| json!(v)));
         if self.ignore_eos {
             d.insert("ignore_eos".into(), json!(true));
         }
@@ -467,7 +477,7 @@ impl BenchArgs {
             d.insert("extra_body".into(), v);
         }
         opt(
-            &mut d,
+            d,
             "request_id_prefix",
             self.request_id_prefix.as_ref().map(|v| json!(v)),
         );
@@ -501,20 +511,16 @@ impl BenchArgs {
             d.insert("request_shape".into(), Value::Object(shape));
         }
         opt(
-            &mut d,
+            d,
             "request_timeout",
             self.request_timeout.map(|t| json!(format!("{t}s"))),
         );
         opt(
-            &mut d,
+            d,
             "stream_idle_timeout",
             self.stream_idle_timeout.map(|t| json!(format!("{t}s"))),
         );
-        opt(
-            &mut d,
-            "max_event_bytes",
-            self.max_event_bytes.map(|b| json!(b)),
-        );
+        opt(d, "max_event_bytes", self.max_event_bytes.map(|b| json!(b)));
         if !self.metadata.is_empty() {
             d.insert(
                 "metadata".into(),
@@ -526,9 +532,14 @@ impl BenchArgs {
                 ),
             );
         }
+        Ok(())
+    }
+
+    /// The dataset the flags name.
+    fn dataset_keys(&self, d: &mut Map<String, Value>) -> Result<(), String> {
         let output = self.output_len;
         opt(
-            &mut d,
+            d,
             "multi_turn_concurrency",
             self.multi_turn_concurrency
                 .filter(|_| self.multi_turn)
@@ -615,7 +626,12 @@ impl BenchArgs {
             }
         };
         d.insert("dataset".into(), dataset);
+        Ok(())
+    }
 
+    /// The one service: a simulator preset or a base URL, its model, tokenizer, proxy,
+    /// TLS and headers (and the output-ratio floor, a default).
+    fn service_keys(&self, d: &mut Map<String, Value>) -> Result<Map<String, Value>, String> {
         let mut svc = Map::new();
         match self.sim {
             Some(preset) => {
@@ -656,7 +672,7 @@ impl BenchArgs {
         }
         opt(&mut svc, "ca_cert", self.ca_cert.as_ref().map(|v| json!(v)));
         opt(
-            &mut d,
+            d,
             "min_output_ratio",
             self.min_output_ratio.as_ref().map(|v| json!(v)),
         );
@@ -671,9 +687,7 @@ impl BenchArgs {
                 ),
             );
         }
-        Ok(
-            json!({"name": "bench", "services": {"target": Value::Object(svc)}, "defaults": Value::Object(d)}),
-        )
+        Ok(svc)
     }
 }
 

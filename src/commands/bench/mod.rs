@@ -203,7 +203,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         // search (see `preflight`), and the case again in the wording the server takes.
         if let Err(e) = &run
             && !service.is_sim()
-            && crate::service::preflight::smoke_refusal(e)
+            && smoke_refusal(e)
         {
             use crate::service::preflight::{Fit, fit_service, shaped};
             match fit_service(&resolved, &service, &case.params).await {
@@ -229,7 +229,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         let result: CaseResult = match run {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("error: {}", flag_words::in_flag_words(&crate::escape::console(&e)));
+                eprintln!("error: {}", flag_words::in_flag_words(&crate::escape::console(&e.to_string())));
                 // Stopped before the measured run (during the smoke request, say).
                 if opts.stop.draining() {
                     return stopped_by().into();
@@ -321,4 +321,20 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
             written,
         }
     })
+}
+
+/// Whether a case failed because its smoke request was refused in a way another
+/// wording may fix (the error's kind, typed; see `preflight::wording_may_fix`).
+fn smoke_refusal(error: &crate::load::case::CaseError) -> bool {
+    use crate::load::case::CaseError;
+    use crate::load::options::RunError;
+    match error {
+        CaseError::Run(RunError::Smoke { kind, .. }) => {
+            crate::service::preflight::wording_may_fix(&crate::metrics::sample::RequestError {
+                kind: kind.clone(),
+                message: String::new(),
+            })
+        }
+        _ => false,
+    }
 }

@@ -1,0 +1,299 @@
+//! Every backend benchplan speaks, as data: one [`BackendSpec`] per [`Backend`] says
+//! its name, its endpoints, how its request body is sent, how its answer comes back
+//! (which stream parser reads it, or one pooling answer), which inputs it takes and
+//! which simulator handler serves it. The planner's compatibility rules, the client's
+//! content type and stream parser, the simulator's routes and the `--backend` help
+//! all read this table; adding a backend is a row here, its body builder
+//! (`client::backend`) and, for a new API, its stream parser.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The request function used against the target (vLLM's `--backend`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// Completions API (`/v1/completions`), streamed.
+    Vllm,
+    /// Completions API (`/v1/completions`), streamed; vLLM's default backend.
+    Openai,
+    /// Chat completions API (`/v1/chat/completions`), streamed.
+    OpenaiChat,
+    /// Responses API (`/v1/responses`), streamed as typed events.
+    OpenaiResponses,
+    /// Audio transcription or translation (`/v1/audio/transcriptions` or
+    /// `/v1/audio/translations`): a multipart upload of a WAV clip, streamed back as
+    /// chat-style chunks.
+    OpenaiAudio,
+    /// Embeddings API (`/v1/embeddings`), a pooling backend.
+    OpenaiEmbeddings,
+    /// vLLM's rerank API (`/v1/rerank`), a pooling backend.
+    VllmRerank,
+}
+
+/// Which API's rules decide what a streamed chunk says (the stream parser).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Completions,
+    Chat,
+    /// The Responses API's typed events: read by `client::responses`, never as chunks.
+    Responses,
+}
+
+/// How a request body is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyForm {
+    Json,
+    /// A multipart form (an uploaded file).
+    Multipart,
+}
+
+/// What a dataset gives each request, and so which backends can send it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inputs {
+    /// A text prompt.
+    Text,
+    /// A prompt with images.
+    Images,
+    /// An audio clip.
+    Audio,
+    /// A query and documents to rank.
+    RerankPairs,
+    /// A conversation history, turn by turn.
+    Conversation,
+}
+
+impl Inputs {
+    /// The backend a dataset of these inputs needs, and why (for the planner's
+    /// message); None for text, which most backends take.
+    pub fn needs(self) -> Option<(Backend, &'static str)> {
+        match self {
+            Inputs::Text => None,
+            Inputs::Images => Some((Backend::OpenaiChat, "sends images, which need the chat API")),
+            Inputs::Audio => Some((
+                Backend::OpenaiAudio,
+                "uploads audio clips, which need the audio API",
+            )),
+            Inputs::RerankPairs => Some((Backend::VllmRerank, "builds rerank queries")),
+            Inputs::Conversation => Some((Backend::OpenaiChat, "sends a conversation history")),
+        }
+    }
+}
+
+/// The simulator's handler of a backend's endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimHandler {
+    Completions,
+    Chat,
+    Responses,
+    Transcription,
+    Embeddings,
+    Rerank,
+}
+
+/// One backend, as data.
+#[derive(Debug)]
+pub struct BackendSpec {
+    pub backend: Backend,
+    /// As written in plans and on the command line.
+    pub name: &'static str,
+    /// The endpoint used when the plan gives none.
+    pub default_endpoint: &'static str,
+    /// Every path the simulator serves for it (the default endpoint first).
+    pub endpoints: &'static [&'static str],
+    /// Endings an endpoint must have (vLLM's `_validate_api_url`; `profile` fits any).
+    pub endpoint_suffixes: &'static [&'static str],
+    pub body: BodyForm,
+    /// The stream parser of its answer; None for a pooling backend (one answer, no
+    /// streaming, no sampling parameters).
+    pub stream: Option<Api>,
+    /// Whether the server's `usage.prompt_tokens` counts as the input (vLLM's audio
+    /// request reads only `completion_tokens`: the input is the dataset's length).
+    pub reads_prompt_usage: bool,
+    /// The inputs it can send.
+    pub takes: &'static [Inputs],
+    /// When it takes no text: why a text dataset will not do, and the fix.
+    pub needs_dataset: Option<(&'static str, &'static str)>,
+    pub sim: SimHandler,
+}
+
+/// Every backend, in the order of [`Backend`].
+pub const BACKENDS: [BackendSpec; 7] = [
+    BackendSpec {
+        backend: Backend::Vllm,
+        name: "vllm",
+        default_endpoint: "/v1/completions",
+        endpoints: &["/v1/completions"],
+        endpoint_suffixes: &["completions"],
+        body: BodyForm::Json,
+        stream: Some(Api::Completions),
+        reads_prompt_usage: true,
+        takes: &[Inputs::Text],
+        needs_dataset: None,
+        sim: SimHandler::Completions,
+    },
+    BackendSpec {
+        backend: Backend::Openai,
+        name: "openai",
+        default_endpoint: "/v1/completions",
+        endpoints: &["/v1/completions"],
+        endpoint_suffixes: &["completions"],
+        body: BodyForm::Json,
+        stream: Some(Api::Completions),
+        reads_prompt_usage: true,
+        takes: &[Inputs::Text],
+        needs_dataset: None,
+        sim: SimHandler::Completions,
+    },
+    BackendSpec {
+        backend: Backend::OpenaiChat,
+        name: "openai-chat",
+        default_endpoint: "/v1/chat/completions",
+        endpoints: &["/v1/chat/completions"],
+        endpoint_suffixes: &["chat/completions"],
+        body: BodyForm::Json,
+        stream: Some(Api::Chat),
+        reads_prompt_usage: true,
+        takes: &[Inputs::Text, Inputs::Images, Inputs::Conversation],
+        needs_dataset: None,
+        sim: SimHandler::Chat,
+    },
+    BackendSpec {
+        backend: Backend::OpenaiResponses,
+        name: "openai-responses",
+        default_endpoint: "/v1/responses",
+        endpoints: &["/v1/responses"],
+        endpoint_suffixes: &["responses"],
+        body: BodyForm::Json,
+        stream: Some(Api::Responses),
+        reads_prompt_usage: true,
+        takes: &[Inputs::Text],
+        needs_dataset: None,
+        sim: SimHandler::Responses,
+    },
+    BackendSpec {
+        backend: Backend::OpenaiAudio,
+        name: "openai-audio",
+        default_endpoint: "/v1/audio/transcriptions",
+        endpoints: &["/v1/audio/transcriptions", "/v1/audio/translations"],
+        endpoint_suffixes: &["transcriptions", "translations"],
+        body: BodyForm::Multipart,
+        // A transcription streams chat-shaped chunks (`choices[0].delta.content`).
+        stream: Some(Api::Chat),
+        reads_prompt_usage: false,
+        takes: &[Inputs::Audio],
+        needs_dataset: Some((
+            "uploads audio clips, and dataset `{}` has none",
+            "set dataset = { name = \"random-audio\", duration = \"10s\" } or { name = \"custom_audio\", path = \"clips/\" }",
+        )),
+        sim: SimHandler::Transcription,
+    },
+    BackendSpec {
+        backend: Backend::OpenaiEmbeddings,
+        name: "openai-embeddings",
+        default_endpoint: "/v1/embeddings",
+        endpoints: &["/v1/embeddings"],
+        endpoint_suffixes: &["embeddings"],
+        body: BodyForm::Json,
+        stream: None,
+        reads_prompt_usage: true,
+        takes: &[Inputs::Text],
+        needs_dataset: None,
+        sim: SimHandler::Embeddings,
+    },
+    BackendSpec {
+        backend: Backend::VllmRerank,
+        name: "vllm-rerank",
+        default_endpoint: "/v1/rerank",
+        endpoints: &["/v1/rerank", "/rerank"],
+        endpoint_suffixes: &["rerank"],
+        body: BodyForm::Json,
+        stream: None,
+        reads_prompt_usage: true,
+        takes: &[Inputs::RerankPairs],
+        needs_dataset: Some((
+            "needs the `random-rerank` dataset, not `{}`",
+            "set dataset = { name = \"random-rerank\", … }",
+        )),
+        sim: SimHandler::Rerank,
+    },
+];
+
+impl Backend {
+    pub const ALL: [Backend; 7] = [
+        Backend::Vllm,
+        Backend::Openai,
+        Backend::OpenaiChat,
+        Backend::OpenaiResponses,
+        Backend::OpenaiAudio,
+        Backend::OpenaiEmbeddings,
+        Backend::VllmRerank,
+    ];
+
+    /// This backend's row of [`BACKENDS`].
+    pub fn spec(self) -> &'static BackendSpec {
+        &BACKENDS[self as usize]
+    }
+
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The endpoint used when the plan gives none.
+    pub fn default_endpoint(self) -> &'static str {
+        self.spec().default_endpoint
+    }
+
+    /// Whether an endpoint path fits this backend (vLLM also accepts `profile`).
+    pub fn accepts_endpoint(self, endpoint: &str) -> bool {
+        let e = endpoint.trim_end_matches('/');
+        let suffix_ok =
+            self.spec().endpoint_suffixes.iter().any(|s| e.ends_with(s)) || e.ends_with("profile");
+        // `/v1/chat/completions` also ends with `completions`: the completions backends must not take it.
+        let chat = e.ends_with("chat/completions");
+        suffix_ok && (matches!(self, Backend::OpenaiChat) || !chat)
+    }
+
+    /// Pooling backends answer once, without streaming, and take no sampling parameters.
+    pub fn is_pooling(self) -> bool {
+        self.spec().stream.is_none()
+    }
+
+    /// The backend whose simulator handler serves `path`, if any.
+    pub fn served_at(path: &str) -> Option<&'static BackendSpec> {
+        BACKENDS.iter().find(|b| b.endpoints.contains(&path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_in_the_enums_order_and_names_match_serde_and_clap() {
+        use clap::ValueEnum;
+        for (i, b) in Backend::ALL.iter().enumerate() {
+            assert_eq!(BACKENDS[i].backend, *b);
+            assert_eq!(serde_json::to_value(b).unwrap(), b.name());
+            assert_eq!(b.to_possible_value().unwrap().get_name(), b.name());
+            assert_eq!(b.spec().endpoints[0], b.default_endpoint());
+            assert!(b.accepts_endpoint(b.default_endpoint()), "{}", b.name());
+        }
+    }
+
+    #[test]
+    fn endpoints_fit_their_backends_as_vllm_checks_them() {
+        assert!(Backend::OpenaiAudio.accepts_endpoint("/v1/audio/translations"));
+        assert!(!Backend::Openai.accepts_endpoint("/v1/chat/completions"));
+        assert!(Backend::OpenaiChat.accepts_endpoint("/v1/chat/completions/"));
+        assert!(Backend::Vllm.accepts_endpoint("/start_profile"));
+        assert!(!Backend::OpenaiEmbeddings.accepts_endpoint("/v1/rerank"));
+        assert_eq!(
+            Backend::served_at("/rerank").unwrap().backend,
+            Backend::VllmRerank
+        );
+        assert!(Backend::served_at("/v1/models").is_none());
+    }
+}

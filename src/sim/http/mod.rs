@@ -1,0 +1,208 @@
+//! The simulator's HTTP API: OpenAI/vLLM request and response shapes, faults, and
+//! admission control in front of the engine.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::body::{OutputTable, SimBody};
+use super::config::SimConfig;
+use super::engine::Command;
+use super::metrics::Stats;
+use super::timings::Timings;
+use crate::plan::backend::Backend;
+use crate::plan::sim::FailureType;
+use crate::rng::Rng;
+use crate::tokenizer::TokenModel;
+
+mod answer;
+mod input;
+use answer::inference;
+use input::{prompt_tokens, read_json};
+
+/// Tokens an image part of a chat message counts for.
+pub const IMAGE_TOKENS: usize = 64;
+
+/// Prompt tokens a second of uploaded audio counts for (Whisper's encoder: 1,500
+/// frames for a 30 s window).
+pub const AUDIO_TOKENS_PER_SECOND: f64 = 50.0;
+
+/// Shared by every connection.
+pub struct State {
+    pub config: SimConfig,
+    pub stats: Arc<Stats>,
+    pub engine: std::sync::mpsc::Sender<Command>,
+    pub started: Instant,
+    pub rng: Mutex<Rng>,
+    pub next_request: AtomicU64,
+    pub tokens: TokenModel,
+    pub outputs: OutputTable,
+    /// Actual send times of streamed chunks, when recording (see `timings`).
+    pub timings: Option<Arc<Timings>>,
+}
+
+type Resp = Response<SimBody>;
+
+fn json_response(status: StatusCode, v: &Value) -> Resp {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(SimBody::full(
+            serde_json::to_vec(v).expect("JSON serialises"),
+        ))
+        .expect("valid response")
+}
+
+/// OpenAI's error body.
+pub fn error(status: StatusCode, kind: &str, message: &str) -> Resp {
+    json_response(
+        status,
+        &json!({"error": {"message": message, "type": kind, "param": null, "code": status.as_u16()}}),
+    )
+}
+
+fn injected(status: u16) -> Resp {
+    let s = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let (kind, msg) = match status {
+        400 => ("BadRequestError", "injected error: bad request"),
+        401 => ("AuthenticationError", "injected error: invalid API key"),
+        404 => ("NotFoundError", "injected error: not found"),
+        429 => ("RateLimitError", "injected error: rate limit reached"),
+        503 => (
+            "ServiceUnavailableError",
+            "injected error: service unavailable",
+        ),
+        _ => (
+            "InternalServerError",
+            "injected error: internal server error",
+        ),
+    };
+    error(s, kind, msg)
+}
+
+fn failure(t: FailureType, max_model_len: u64) -> Resp {
+    match t {
+        FailureType::RateLimit => injected(429),
+        FailureType::ServerError => injected(500),
+        FailureType::Unavailable => injected(503),
+        FailureType::InvalidApiKey => injected(401),
+        FailureType::ContextLength => error(
+            StatusCode::BAD_REQUEST,
+            "BadRequestError",
+            &format!("This model's maximum context length is {max_model_len} tokens. (injected)"),
+        ),
+    }
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Routes one request.
+pub async fn handle(
+    state: Arc<State>,
+    req: Request<Incoming>,
+) -> Result<Resp, std::convert::Infallible> {
+    let arrived = Instant::now();
+    let ready = state.started.elapsed().as_secs_f64() >= state.config.startup_delay;
+    let path = req.uri().path().to_string();
+    let resp = match (req.method(), path.as_str()) {
+        (&Method::GET, "/health") => Response::new(SimBody::full(Bytes::new())),
+        (&Method::GET, "/health/ready") => {
+            if ready {
+                Response::new(SimBody::full(Bytes::new()))
+            } else {
+                error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "ServiceUnavailableError",
+                    "the simulator is starting up",
+                )
+            }
+        }
+        (&Method::GET, "/metrics") => Response::builder()
+            .header("content-type", "text/plain; version=0.0.4")
+            .body(SimBody::full(state.stats.render(&state.config.model)))
+            .expect("valid response"),
+        (&Method::GET, "/sim/timings") => match &state.timings {
+            Some(t) => json_response(StatusCode::OK, &t.to_json()),
+            None => error(
+                StatusCode::NOT_FOUND,
+                "NotFoundError",
+                "timings are recorded only with `benchplan sim --record-timings`",
+            ),
+        },
+        (&Method::GET, "/version") => json_response(
+            StatusCode::OK,
+            &json!({"version": format!("benchplan-sim {}", env!("CARGO_PKG_VERSION"))}),
+        ),
+        (&Method::GET, "/v1/models") => json_response(
+            StatusCode::OK,
+            &json!({"object": "list", "data": std::iter::once(json!({
+                "id": state.config.model, "object": "model", "created": now_unix(), "owned_by": "benchplan-sim",
+                "root": state.config.model, "parent": null, "max_model_len": state.config.max_model_len,
+            })).chain(state.config.lora_modules.iter().map(|l| json!({
+                "id": l, "object": "model", "created": now_unix(), "owned_by": "benchplan-sim",
+                "root": l, "parent": state.config.model, "max_model_len": state.config.max_model_len,
+            }))).collect::<Vec<_>>()}),
+        ),
+        (&Method::POST, "/reset_prefix_cache") => {
+            let _ = state.engine.send(Command::ResetPrefixCache);
+            Response::new(SimBody::full(Bytes::new()))
+        }
+        (&Method::POST, p @ ("/tokenize" | "/detokenize")) => {
+            let p = p.to_string();
+            match read_json(req).await {
+                Ok(body) if p == "/tokenize" => tokenize(&state, &body),
+                Ok(body) => detokenize(&state.tokens, &body),
+                Err(r) => r,
+            }
+        }
+        // Every backend's endpoints, from the backend table.
+        (&Method::POST, p) if let Some(spec) = Backend::served_at(p) => {
+            inference(state, req, spec, ready, arrived).await
+        }
+        _ => error(
+            StatusCode::NOT_FOUND,
+            "NotFoundError",
+            &format!("no route for {} {path}", req.method()),
+        ),
+    };
+    Ok(resp)
+}
+
+fn tokenize(state: &State, body: &Value) -> Resp {
+    match prompt_tokens(&state.tokens, body) {
+        Ok(ids) => json_response(
+            StatusCode::OK,
+            &json!({"count": ids.len(), "max_model_len": state.config.max_model_len, "tokens": ids}),
+        ),
+        Err(e) => error(StatusCode::BAD_REQUEST, "BadRequestError", &e),
+    }
+}
+
+fn detokenize(tok: &TokenModel, body: &Value) -> Resp {
+    let Some(tokens) = body.get("tokens").and_then(Value::as_array) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequestError",
+            "`tokens` must be a list of ids",
+        );
+    };
+    let ids: Vec<u32> = tokens
+        .iter()
+        .filter_map(Value::as_u64)
+        .map(|n| n as u32)
+        .collect();
+    json_response(StatusCode::OK, &json!({"prompt": tok.decode(&ids)}))
+}
+
+fn header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}

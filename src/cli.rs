@@ -48,6 +48,19 @@ impl Cli {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum HistoryAction {
+    /// Append run folders and `vllm bench serve` result files (or folders of them).
+    Import {
+        /// The history file to append to (created when missing).
+        #[arg(long)]
+        history: PathBuf,
+        /// Run folders, result files or folders of result files, oldest first.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum Command {
     /// Parse and validate a plan; list every problem with file, line, key path and a fix.
     Validate(PlanArgs),
@@ -150,6 +163,40 @@ pub enum Command {
         /// md, csv or json.
         #[arg(long, default_value = "md")]
         format: String,
+    },
+    /// Change points over a history (E-divisive means with a t-test, as Apache Otava):
+    /// exit 4 when a series' newest change, within the last runs, is a regression.
+    Trend {
+        /// A history file (JSON lines) that `run` (report.history) or `history import` wrote.
+        history: PathBuf,
+        /// Points per sliding window.
+        #[arg(long, default_value_t = 50)]
+        window: usize,
+        /// A change point must have a t-test p-value below this.
+        #[arg(long, default_value_t = 0.001)]
+        max_pvalue: f64,
+        /// A change point must change the mean by more than this fraction (0.05 = 5%).
+        #[arg(long, default_value_t = 0.0)]
+        min_magnitude: f64,
+        /// A regression fails the trend when its change point is among the newest this
+        /// many runs (a change is seen a few runs after it happened; a job that ran on it
+        /// nightly has had ten nights to act).
+        #[arg(long, default_value_t = 10)]
+        last: usize,
+        /// Write trend.md and trend.html into this folder.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Write a JUnit XML file.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        /// What to print: md, or json (every series with its change points).
+        #[arg(long, default_value = "md")]
+        format: String,
+    },
+    /// A plan's history of runs.
+    History {
+        #[command(subcommand)]
+        action: HistoryAction,
     },
     /// Compare two runs: per-metric deltas, exit 4 on a regression beyond the threshold.
     Compare {
@@ -351,6 +398,30 @@ pub fn run(cli: Cli) -> Exit {
             headers: header,
             api_key_env: Some(api_key_env),
         }),
+        Command::Trend {
+            history,
+            window,
+            max_pvalue,
+            min_magnitude,
+            last,
+            out,
+            junit,
+            format,
+        } => crate::commands::trend::run(&crate::commands::trend::TrendArgs {
+            history,
+            settings: crate::trend::analyze::TrendSettings {
+                window,
+                max_pvalue,
+                min_magnitude,
+                recent: last,
+            },
+            out,
+            junit,
+            json: format == "json",
+        }),
+        Command::History {
+            action: HistoryAction::Import { history, paths },
+        } => crate::commands::trend::import(&history, &paths),
         Command::Report {
             dir,
             template,

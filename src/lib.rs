@@ -36,4 +36,5 @@ pub mod sim;
 pub mod slo;
 pub mod timefmt;
 pub mod tokenizer;
+pub mod trend;
 pub mod wav;

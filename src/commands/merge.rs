@@ -193,9 +193,34 @@ pub fn run(args: &MergeArgs) -> Exit {
     }
 }
 
+/// A run folder at most `depth` levels below `dir` that a live run holds (it may have
+/// no manifest yet: a run takes its lock first).
+fn locked_under(dir: &Path, depth: usize) -> Option<(PathBuf, u32)> {
+    if let Some(pid) = crate::results::lock::holder(dir) {
+        return Some((dir.to_path_buf(), pid));
+    }
+    if depth == 0 {
+        return None;
+    }
+    let mut subs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && !p.is_symlink())
+        .collect();
+    subs.sort();
+    subs.iter().find_map(|s| locked_under(s, depth - 1))
+}
+
 fn merge(args: &MergeArgs) -> Result<Exit, String> {
     let mut shards = Vec::new();
     for d in &args.dirs {
+        // A shard a run is still writing is not finished: merging it would lose cases.
+        if let Some((dir, pid)) = locked_under(d, 2) {
+            return Err(format!(
+                "{} is in use by benchplan (pid {pid}): merge it once that run has ended",
+                dir.display()
+            ));
+        }
         let before = shards.len();
         find_shards(d, 2, &mut shards);
         if shards.len() == before {
@@ -397,6 +422,14 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
             );
         }
     }
+    // The merged run joins the plan's history (its shards did not append themselves).
+    let mut trend_regressions = 0;
+    if let Some(h) = &report_cfg.history {
+        let t = crate::executor::record_history(&dir, h, &report_cfg)
+            .map_err(|e| format!("history {}: {e}", h.display()))?;
+        trend_regressions = t.regressions;
+        view.trend = Some(t);
+    }
     let settings = RunSettings::default();
     let code = write_reports(&dir, &view, &rows, &settings.templates(), Path::new("."));
     if code != Exit::Ok {
@@ -408,7 +441,7 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
     }
     let failed = view.failed_cases.len();
     let mut code = Exit::Ok;
-    if regressions > 0 {
+    if regressions > 0 || trend_regressions > 0 {
         code = code.worst(Exit::Regression);
     }
     if view.slo_failures > 0 {

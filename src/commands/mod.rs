@@ -7,3 +7,4 @@ pub mod init;
 pub mod merge;
 pub mod probe;
 pub mod report;
+pub mod trend;

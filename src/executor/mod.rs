@@ -363,6 +363,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     let mut report = ReportView::assemble(head, views, planned.user_slos > 0);
     let slo_failures = report.slo_failures;
     let mut regression = false;
+    let mut history_failed = false;
     if let Some(b) = &plan.report.baseline {
         if b.is_dir() {
             match crate::report::compare::compare_dirs(b, &dir, &plan.report) {
@@ -377,6 +378,24 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
                 "warning: baseline {} does not exist yet; no comparison this time",
                 b.display()
             );
+        }
+    }
+    // A shard's cases reach the history through `merge`, once, with the others.
+    if let Some(h) = plan
+        .report
+        .history
+        .as_ref()
+        .filter(|_| settings.shard.is_none())
+    {
+        match record_history(&dir, h, &plan.report) {
+            Ok(t) => {
+                regression |= t.regressions > 0;
+                report.trend = Some(t);
+            }
+            Err(e) => {
+                eprintln!("error: history {}: {e}", h.display());
+                history_failed = true;
+            }
         }
     }
     let reports = crate::report::write::write_reports(
@@ -400,7 +419,8 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     if ctl.halted() {
         eprintln!("error: the run stopped early: a case's result could not be written");
     }
-    let write_error = reports != Exit::Ok || junit_failed || manifest_failed || ctl.halted();
+    let write_error =
+        reports != Exit::Ok || junit_failed || manifest_failed || history_failed || ctl.halted();
     // The newest run, for `baseline = "bench_results/batch/latest"`.
     let latest = dir.parent().map(|p| p.join("latest"));
     if let (Some(latest), Some(name)) = (latest, dir.file_name()) {
@@ -410,6 +430,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     }
     eprintln!("report: {}", dir.join("report.md").display());
     let regressions = report.comparison.as_ref().map_or(0, |c| c.regressions);
+    let trend_regressions = report.trend.as_ref().map_or(0, |t| t.regressions);
     let failed = report.cases.iter().filter(|c| c.status != "ok").count();
     let mut code = Exit::Ok;
     if regression {
@@ -424,9 +445,14 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     if ctl.interrupted() {
         code = code.worst(ctl.interrupt_exit());
     }
-    // Both verdicts in one line, whichever decides the exit code.
+    // Every verdict in one line, whichever decides the exit code.
+    let trend = if report.trend.is_some() {
+        format!(", {trend_regressions} trend regression(s)")
+    } else {
+        String::new()
+    };
     eprintln!(
-        "verdict: {} case(s), {failed} not measured, {slo_failures} SLO failure(s), {regressions} regression(s): exit {}",
+        "verdict: {} case(s), {failed} not measured, {slo_failures} SLO failure(s), {regressions} regression(s){trend}: exit {}",
         report.cases.len(),
         code.code()
     );
@@ -439,6 +465,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         "not_measured": failed,
         "slo_failures": slo_failures,
         "regressions": regressions,
+        "trend_regressions": trend_regressions,
         "warnings": warnings,
     });
     if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest)) {
@@ -501,7 +528,7 @@ fn first_manifest(
     let plan = &planned.plan;
     let mut manifest = json!({
         "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"), "plan": plan.name, "plan_hash": plan_hash(planned),
-        "command": settings.command, "host": host(), "started": timefmt::iso(started), "finished": null,
+        "command": settings.command, "host": host(), "commit": crate::trend::history::commit_of(&planned.source.dir), "started": timefmt::iso(started), "finished": null,
         "services": service_views.iter().map(|s| (s.name.clone(), json!({"kind": s.kind, "base_url": s.base_url, "model": s.model, "version": versions.get(&s.name), "error": s.error}))).collect::<Map<String, Value>>(),
         "cases": planned.cases.iter().map(|c| {
             let finished = done.contains_key(&c.id);
@@ -568,4 +595,49 @@ fn case_views(
         });
     }
     (views, rows, runtime_error)
+}
+
+/// Appends the run's cases to the plan's history and judges the history's trend
+/// (Otava's defaults; a regression among the newest ten runs counts).
+pub fn record_history(
+    dir: &Path,
+    history: &Path,
+    report: &crate::plan::Report,
+) -> Result<crate::report::view::TrendVerdict, String> {
+    use crate::trend::{analyze, history as h};
+    let metrics: Vec<String> = report.compare_metrics.clone().unwrap_or_else(|| {
+        crate::report::compare::DEFAULT_COMPARED
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    });
+    let entries = h::entries_of(dir, &metrics)?;
+    h::append(history, &entries)?;
+    let all = h::read(history)?;
+    let t = analyze::analyze(&all, &analyze::TrendSettings::default());
+    let lines = t
+        .series
+        .iter()
+        .filter(|s| s.regressed)
+        .filter_map(|s| {
+            let c = s.changes.last()?;
+            Some(format!(
+                "{} {}: {:.2} → {:.2} ({:+.1}%) from run {}, p = {:.1e}",
+                s.case,
+                s.metric,
+                c.mean_before,
+                c.mean_after,
+                c.change * 100.0,
+                c.run,
+                c.pvalue
+            ))
+        })
+        .collect();
+    Ok(crate::report::view::TrendVerdict {
+        history: history.display().to_string(),
+        runs: t.runs,
+        series: t.series.len(),
+        regressions: t.regressions,
+        lines,
+    })
 }

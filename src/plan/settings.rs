@@ -77,6 +77,12 @@ pub struct Report {
     pub html_template: Option<PathBuf>,
     /// Draw SVG charts into the run folder's charts/ (linked from report.md, inline in report.html).
     pub charts: bool,
+    /// A history file (JSON lines; a relative path is from the working directory, as
+    /// `results_dir` and `baseline` are) this run appends its cases to;
+    /// the report then carries the trend verdict of the history's change points, and a
+    /// recent regression among them exits 4 like a baseline regression.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<PathBuf>,
     /// A previous run directory to compare against.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<PathBuf>,
@@ -108,6 +114,7 @@ impl Default for Report {
             template: None,
             html_template: None,
             charts: true,
+            history: None,
             baseline: None,
             regression_threshold: Percent(0.05),
             thresholds: IndexMap::new(),

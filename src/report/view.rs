@@ -169,10 +169,24 @@ pub struct ReportView {
     pub slo_failures: usize,
     /// The comparison with the plan's baseline, when there is one.
     pub comparison: Option<super::compare::Comparison>,
+    /// The trend of the plan's history with this run appended (`report.history`).
+    pub trend: Option<TrendVerdict>,
     /// The charts drawn into the run folder's `charts/` (none with `--no-charts`).
     pub charts: Vec<ChartView>,
     /// The run folder, for the step summary's pointer to report.html.
     pub folder: Option<String>,
+}
+
+/// The trend verdict a run's report carries: how many series of the history regressed
+/// recently, and a line for each.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TrendVerdict {
+    pub history: String,
+    pub runs: usize,
+    pub series: usize,
+    pub regressions: usize,
+    /// `case metric: before → after (+x%) from run R, p = …`, one per regression.
+    pub lines: Vec<String>,
 }
 
 /// What a report says about the run as a whole, beside its cases.
@@ -216,6 +230,7 @@ impl ReportView {
             recommendation,
             no_recommendation,
             comparison: None,
+            trend: None,
             charts: Vec::new(),
             folder: head.folder,
         }

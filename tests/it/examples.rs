@@ -67,7 +67,7 @@ fn accepts(file: &str, args: &[String]) {
 
 #[test]
 fn kubernetes_examples_are_valid_api_objects_with_valid_command_lines() {
-    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::batch::v1::{CronJob, Job};
     use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
     let docs = documents("k8s");
     let mut commands = 0;
@@ -77,6 +77,17 @@ fn kubernetes_examples_are_valid_api_objects_with_valid_command_lines() {
             Some("Job") => {
                 typed::<Job>(file, v);
                 jobs.push(serde_json::from_value::<Job>(v.clone()).unwrap());
+            }
+            Some("CronJob") => {
+                typed::<CronJob>(file, v);
+                let cron = serde_json::from_value::<CronJob>(v.clone()).unwrap();
+                let spec = cron.spec.unwrap();
+                assert_eq!(spec.concurrency_policy.as_deref(), Some("Forbid"), "{file}");
+                jobs.push(Job {
+                    metadata: Default::default(),
+                    spec: spec.job_template.spec,
+                    status: None,
+                });
             }
             Some("ConfigMap") => typed::<ConfigMap>(file, v),
             Some("PersistentVolumeClaim") => typed::<PersistentVolumeClaim>(file, v),
@@ -105,7 +116,21 @@ fn kubernetes_examples_are_valid_api_objects_with_valid_command_lines() {
     let at = args.iter().position(|a| a == "--shard-count").unwrap();
     assert_eq!(args[at + 1], spec.completions.unwrap().to_string());
     assert!(args.contains(&"--shard-from-env".to_string()));
-    assert_eq!(commands, 2, "a shard Job and a merge Job");
+    assert_eq!(
+        commands, 3,
+        "a shard Job, a merge Job and the nightly CronJob"
+    );
+    // The CronJob keeps its history on a claim and appends each run to it.
+    let nightly = docs
+        .iter()
+        .find(|(_, v)| v["kind"] == "CronJob")
+        .map(|(_, v)| v.to_string())
+        .unwrap();
+    assert!(
+        nightly.contains("report.history=/history/nightly.jsonl")
+            && nightly.contains("benchplan-history"),
+        "{nightly}"
+    );
 }
 
 #[test]
@@ -143,8 +168,8 @@ fn github_actions_example_has_valid_command_lines() {
         }
     }
     assert_eq!(
-        commands, 4,
-        "a shard run and a merge; the release's init and run"
+        commands, 6,
+        "a shard run and a merge; the release's init and run; the nightly's run and trend"
     );
 }
 

@@ -285,7 +285,7 @@ fn through_nginx_the_numbers_match_the_direct_run_and_a_plain_reader() {
             "proxy_buffering off;",
         ],
     );
-    crate::support::timing_check_sync(3, || {
+    crate::support::timing_check_sync(5, || {
         let direct = bench(&sim.url, &NGINX_CASE, &[]);
         assert_eq!(direct.code, Some(0), "{}", direct.stderr);
         let direct_p99 = pct_ms(&direct.itls(), 99.0);
@@ -302,12 +302,16 @@ fn through_nginx_the_numbers_match_the_direct_run_and_a_plain_reader() {
                 pct_ms(&via.ttfts(), 50.0),
                 pct_ms(&ref_ttft, 50.0)
             );
-            if (p99 - direct_p99).abs() > 2.0 {
+            // Within 2 ms or a quarter, whichever is larger: the defect this guards
+            // against read 44 ms for 10, and a busy 2-core runner moves a p99 of 10 ms
+            // by 3-4 ms between runs.
+            let near = |a: f64, b: f64| (a - b).abs() <= 2.0f64.max(0.25 * b);
+            if !near(p99, direct_p99) {
                 failures.push(format!(
                     "{what}: ITL p99 {p99:.2} ms, direct {direct_p99:.2}"
                 ));
             }
-            if (p99 - ref_p99).abs() > 2.0 {
+            if !near(p99, ref_p99) {
                 failures.push(format!(
                     "{what}: ITL p99 {p99:.2} ms, reference reader {ref_p99:.2}"
                 ));
@@ -316,7 +320,7 @@ fn through_nginx_the_numbers_match_the_direct_run_and_a_plain_reader() {
                 failures.push(format!("{what}: {zero:.1}% of ITL samples under 0.5 ms"));
             }
             let ttft = pct_ms(&via.ttfts(), 50.0);
-            if (ttft - pct_ms(&ref_ttft, 50.0)).abs() > 3.0 {
+            if (ttft - pct_ms(&ref_ttft, 50.0)).abs() > 3.0f64.max(0.2 * pct_ms(&ref_ttft, 50.0)) {
                 failures.push(format!(
                     "{what}: TTFT p50 {ttft:.2} ms against the reference reader's {:.2}",
                     pct_ms(&ref_ttft, 50.0)

@@ -30,5 +30,6 @@ mod sim;
 mod sim_timing;
 mod support;
 mod tokenizers;
+mod trend;
 mod vllm_cli;
 mod vllm_engine;

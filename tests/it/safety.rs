@@ -566,6 +566,7 @@ fn the_step_summary_of_a_500_case_plan_stays_under_githubs_limit() {
             warnings: Vec::new(),
             significance: 0.01,
         }),
+        trend: None,
         charts: Vec::new(),
         folder: Some("bench_results/batch/batch_x".into()),
         cases,

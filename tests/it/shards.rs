@@ -484,3 +484,44 @@ fn repeats_split_over_shards_pool_every_request_and_the_merge_compares_with_a_ba
     assert!(stderr(&out).contains("2 regression(s)"), "{}", stderr(&out));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_merged_run_joins_the_history_once_and_its_shards_do_not() {
+    let dir = crate::support::tempdir("merge-history");
+    let history = dir.join("history.jsonl");
+    let plan = three_services(
+        &dir,
+        "{ preset = \"fast\" }",
+        "num_prompts = 4\ndataset = { name = \"random\", input_len = 8, output_len = 2 }",
+        "success_rate = \">= 99%\"",
+    );
+    let text = std::fs::read_to_string(&plan).unwrap();
+    std::fs::write(
+        &plan,
+        format!("{text}[report]\nhistory = \"{}\"\n", history.display()),
+    )
+    .unwrap();
+    let shared = dir.join("shared");
+    for i in 0..3 {
+        let out = run_shard(&plan, &shared, i, 3, &["--defer-verdict"]);
+        assert_eq!(out.status.code(), Some(0), "shard {i}: {}", stderr(&out));
+    }
+    assert!(!history.exists(), "a shard appended itself");
+    let merged = dir.join("merged");
+    let out = bin(&[
+        "merge".as_ref(),
+        shared.as_ref(),
+        "--results-dir".as_ref(),
+        merged.as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines = std::fs::read_to_string(&history).unwrap();
+    assert_eq!(
+        lines.lines().count(),
+        6,
+        "three services × two concurrencies: {lines}"
+    );
+    let report = std::fs::read_to_string(batch_dir(&merged).join("report.md")).unwrap();
+    assert!(report.contains("## Trend"), "{report}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,107 @@
+//! `benchplan trend HISTORY` and `benchplan history import`: the change points of a
+//! history, judged and written out; run folders and vLLM result files appended to one.
+
+use std::path::{Path, PathBuf};
+
+use crate::exit::Exit;
+use crate::trend::analyze::{TrendSettings, analyze};
+use crate::trend::{history, render};
+
+/// What `trend` was asked.
+#[derive(Debug, Clone)]
+pub struct TrendArgs {
+    pub history: PathBuf,
+    pub settings: TrendSettings,
+    pub out: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
+    /// Print the trend as JSON instead of markdown.
+    pub json: bool,
+}
+
+/// Judges the history: prints the markdown, writes the files asked for, appends the
+/// step summary in a GitHub job. Exit 4 on a recent regression, 2 on bad input.
+pub fn run(args: &TrendArgs) -> Exit {
+    if args.settings.window < 2 {
+        eprintln!("error: --window must be at least 2");
+        return Exit::BadPlan;
+    }
+    if !(args.settings.max_pvalue > 0.0 && args.settings.max_pvalue < 1.0) {
+        eprintln!("error: --max-pvalue must be between 0 and 1");
+        return Exit::BadPlan;
+    }
+    let entries = match history::read(&args.history) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::BadPlan;
+        }
+    };
+    let trend = analyze(&entries, &args.settings);
+    let md = render::markdown(&trend);
+    let mut code = if trend.regressions > 0 {
+        Exit::Regression
+    } else {
+        Exit::Ok
+    };
+    let mut outputs: Vec<(PathBuf, String)> = Vec::new();
+    if let Some(dir) = &args.out {
+        outputs.push((dir.join("trend.md"), md.clone()));
+        outputs.push((dir.join("trend.html"), render::html(&trend)));
+    }
+    if let Some(j) = &args.junit {
+        outputs.push((j.clone(), render::junit(&trend)));
+    }
+    for (path, text) in outputs {
+        if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let _ = std::fs::create_dir_all(d);
+        }
+        if let Err(e) = crate::files::write_atomic(&path, text.as_bytes()) {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            code = code.worst(Exit::Runtime);
+        }
+    }
+    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY")
+        && let Err(e) =
+            crate::files::append_json_line(Path::new(&summary), render::summary(&trend).as_bytes())
+    {
+        eprintln!("warning: cannot append to $GITHUB_STEP_SUMMARY: {e}");
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&trend).expect("a trend serialises")
+        );
+    } else {
+        print!("{md}");
+    }
+    code
+}
+
+/// Appends each path's cases to the history, in the order given.
+pub fn import(history_path: &Path, paths: &[PathBuf]) -> Exit {
+    let metrics: Vec<String> = crate::report::compare::DEFAULT_COMPARED
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut all = Vec::new();
+    for p in paths {
+        match history::entries_of(p, &metrics) {
+            Ok(e) => all.extend(e),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Exit::BadPlan;
+            }
+        }
+    }
+    if let Err(e) = history::append(history_path, &all) {
+        eprintln!("error: {e}");
+        return Exit::Runtime;
+    }
+    eprintln!(
+        "appended {} case(s) of {} path(s) to {}",
+        all.len(),
+        paths.len(),
+        history_path.display()
+    );
+    Exit::Ok
+}

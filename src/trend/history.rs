@@ -1,0 +1,367 @@
+//! A plan's history: one JSON line per case per run, appended, so it lives in a
+//! repository (text that diffs line by line, merges by keeping both sides' lines) and
+//! grows by a bounded amount (about 3 KB a case a run: the compared numbers, their
+//! sample sizes, SLO targets, and the four latency histograms that let percentiles be
+//! recomputed).
+//!
+//! A line: `{"v": 1, "when", "run", "plan", "plan_hash", "case", "service", "params",
+//! "model", "server_version", "benchplan", "commit", "metrics": {key: {"value", "n"}},
+//! "slos": {key: threshold}, "histograms_us": {ttft, tpot, itl, e2el}}`. Lines are read
+//! in file order and sorted by `when`; a line that does not parse is an error naming
+//! its line number (nothing is skipped silently).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::results::read::CaseFile;
+
+/// The history format's version.
+pub const VERSION: u32 = 1;
+
+/// One number of a case in one run, and how many samples it is of.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    pub value: f64,
+    /// Completed requests the value is computed from.
+    pub n: u64,
+}
+
+/// One case of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub v: u32,
+    /// When the run started (ISO 8601, UTC).
+    pub when: String,
+    /// The run folder's name (`batch_…`), or the result file's for an import.
+    pub run: String,
+    pub plan: String,
+    #[serde(default)]
+    pub plan_hash: String,
+    pub case: String,
+    #[serde(default)]
+    pub service: String,
+    /// The case's matrix values.
+    #[serde(default)]
+    pub params: Map<String, Value>,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_version: Option<String>,
+    /// The benchplan version that measured it.
+    #[serde(default)]
+    pub benchplan: String,
+    /// The commit of the plan's repository, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    pub metrics: BTreeMap<String, Point>,
+    /// SLO thresholds on the compared metrics, in their units.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub slos: BTreeMap<String, f64>,
+    /// The latency histograms (µs, HdrHistogram V2 deflate, base64).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub histograms_us: BTreeMap<String, String>,
+}
+
+/// What a run says about itself, beside each case's result.
+#[derive(Debug, Clone, Default)]
+pub struct RunFacts {
+    pub when: String,
+    pub run: String,
+    pub plan: String,
+    pub plan_hash: String,
+    /// Service name → the version its server reported.
+    pub versions: BTreeMap<String, String>,
+    pub commit: Option<String>,
+}
+
+/// The history line of one case's result.
+pub fn entry(
+    facts: &RunFacts,
+    case: &str,
+    service: &str,
+    params: Map<String, Value>,
+    result: &Map<String, Value>,
+    metrics: &[String],
+) -> Entry {
+    let f = CaseFile::new(result);
+    let n = f.number("completed").unwrap_or(0.0).round() as u64;
+    // The load point always, beside the matrix values the manifest lists.
+    let mut params = params;
+    for k in ["max_concurrency", "request_rate", "num_prompts"] {
+        if let Some(v) = result.get(k).filter(|v| !v.is_null()) {
+            params.entry(k.to_string()).or_insert_with(|| v.clone());
+        }
+    }
+    let mut points = BTreeMap::new();
+    for k in metrics {
+        if let Some(v) = crate::report::compare::metric_value(result, k) {
+            points.insert(k.clone(), Point { value: v, n });
+        }
+    }
+    let mut slos = BTreeMap::new();
+    for v in f.slo_verdicts().unwrap_or_default() {
+        let key = match v.key.as_str() {
+            "success_rate" => "success_rate".to_string(),
+            k => format!("{k}_ms"),
+        };
+        if metrics.contains(&key)
+            && let Some(t) = v.target.split_whitespace().nth(1).and_then(number_in)
+        {
+            slos.insert(key, t);
+        }
+    }
+    let histograms_us = ["ttft", "tpot", "itl", "e2el"]
+        .iter()
+        .filter_map(|m| {
+            let h = f.histogram(m)?;
+            Some((m.to_string(), crate::metrics::hist::encode(&h)))
+        })
+        .collect();
+    Entry {
+        v: VERSION,
+        when: facts.when.clone(),
+        run: facts.run.clone(),
+        plan: facts.plan.clone(),
+        plan_hash: facts.plan_hash.clone(),
+        case: case.to_string(),
+        service: service.to_string(),
+        params,
+        model: f.model_id().unwrap_or_default().to_string(),
+        server_version: facts.versions.get(service).cloned(),
+        benchplan: env!("CARGO_PKG_VERSION").to_string(),
+        commit: facts.commit.clone(),
+        metrics: points,
+        slos,
+        histograms_us,
+    }
+}
+
+/// The number at the start of an SLO target's threshold (`2000ms` → 2000).
+fn number_in(s: &str) -> Option<f64> {
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .unwrap_or(s.len());
+    s[..end].parse().ok()
+}
+
+/// Every case of a run folder (benchplan's, with its manifest) or of a plain
+/// `vllm bench serve` result file or folder of them.
+pub fn entries_of(path: &Path, metrics: &[String]) -> Result<Vec<Entry>, String> {
+    if path.is_file() {
+        let r = read_result(path)?;
+        let name = stem(path);
+        let facts = RunFacts {
+            when: CaseFile::new(&r).date().map_or_else(String::new, vllm_date),
+            run: name.clone(),
+            plan: "vllm-bench-serve".into(),
+            ..RunFacts::default()
+        };
+        let case = CaseFile::new(&r).case_id().map_or(name, str::to_string);
+        return Ok(vec![entry(&facts, &case, "", Map::new(), &r, metrics)]);
+    }
+    let manifest: Value = match std::fs::read_to_string(path.join("manifest.json")) {
+        Ok(t) => serde_json::from_str(&t).map_err(|e| {
+            format!(
+                "{}: not a manifest: {e}",
+                path.join("manifest.json").display()
+            )
+        })?,
+        Err(_) => {
+            // A folder of plain vLLM results: each file its own run.
+            let mut out = Vec::new();
+            let mut files: Vec<_> = std::fs::read_dir(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            files.sort();
+            for f in files {
+                out.extend(entries_of(&f, metrics)?);
+            }
+            return Ok(out);
+        }
+    };
+    let s = |k: &str| manifest[k].as_str().unwrap_or_default().to_string();
+    let versions = manifest["services"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, m)| {
+            let v = m["version"]["version"].as_str()?;
+            Some((name.clone(), v.to_string()))
+        })
+        .collect();
+    let facts = RunFacts {
+        when: s("started"),
+        run: path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        plan: s("plan"),
+        plan_hash: s("plan_hash"),
+        versions,
+        commit: manifest["commit"].as_str().map(str::to_string),
+    };
+    let mut out = Vec::new();
+    for c in manifest["cases"].as_array().into_iter().flatten() {
+        let (Some(id), Some(file)) = (c["id"].as_str(), c["file"].as_str()) else {
+            continue;
+        };
+        if c["status"] != "ok" {
+            continue;
+        }
+        let r = read_result(&path.join(file))?;
+        let params = c["axes"].as_object().cloned().unwrap_or_default();
+        let service = c["service"].as_str().unwrap_or_default();
+        out.push(entry(&facts, id, service, params, &r, metrics));
+    }
+    Ok(out)
+}
+
+fn stem(p: &Path) -> String {
+    p.file_stem()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+}
+
+fn read_result(path: &Path) -> Result<Map<String, Value>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    match serde_json::from_str(&text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(format!("{}: not a result object", path.display())),
+        Err(e) => Err(format!("{}: not a result JSON: {e}", path.display())),
+    }
+}
+
+/// vLLM's `%Y%m%d-%H%M%S` as ISO 8601 (UTC assumed).
+fn vllm_date(d: &str) -> String {
+    if d.len() == 15 && d.as_bytes()[8] == b'-' {
+        format!(
+            "{}-{}-{}T{}:{}:{}Z",
+            &d[0..4],
+            &d[4..6],
+            &d[6..8],
+            &d[9..11],
+            &d[11..13],
+            &d[13..15]
+        )
+    } else {
+        d.to_string()
+    }
+}
+
+/// Appends entries to a history file (created with its folder if missing), each a
+/// whole line ending in a newline (a file another tool left without its last newline
+/// gets one first), synced before returning.
+pub fn append(path: &Path, entries: &[Entry]) -> Result<(), String> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let fail = |e: std::io::Error| format!("cannot append to {}: {e}", path.display());
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let mut text = String::new();
+    for e in entries {
+        text.push_str(&serde_json::to_string(e).expect("an entry serialises"));
+        text.push('\n');
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)
+        .map_err(fail)?;
+    let len = f.metadata().map_err(fail)?.len();
+    if len > 0 {
+        let mut last = [0u8; 1];
+        f.seek(SeekFrom::Start(len - 1)).map_err(fail)?;
+        f.read_exact(&mut last).map_err(fail)?;
+        if last[0] != b'\n' {
+            text.insert(0, '\n');
+        }
+    }
+    f.write_all(text.as_bytes()).map_err(fail)?;
+    f.sync_all().map_err(fail)
+}
+
+/// Every entry of a history file, oldest first (by `when`, then file order).
+pub fn read(path: &Path) -> Result<Vec<Entry>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let e: Entry = serde_json::from_str(line)
+            .map_err(|e| format!("{}:{}: not a history line: {e}", path.display(), i + 1))?;
+        out.push(e);
+    }
+    out.sort_by(|a, b| a.when.cmp(&b.when));
+    Ok(out)
+}
+
+/// The commit of the repository holding `dir`: `$GITHUB_SHA` in a GitHub job, else
+/// `git rev-parse HEAD` there; None outside a repository.
+pub fn commit_of(dir: &Path) -> Option<String> {
+    if let Ok(sha) = std::env::var("GITHUB_SHA")
+        && !sha.is_empty()
+    {
+        return Some(sha);
+    }
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let sha = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !sha.is_empty()).then_some(sha)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip_and_a_bad_line_is_named() {
+        let dir = std::env::temp_dir().join(format!("benchplan-hist-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("h/plan.jsonl");
+        let e = |when: &str, v: f64| Entry {
+            v: VERSION,
+            when: when.into(),
+            run: "r".into(),
+            plan: "p".into(),
+            plan_hash: String::new(),
+            case: "c".into(),
+            service: "s".into(),
+            params: Map::new(),
+            model: "m".into(),
+            server_version: None,
+            benchplan: "0".into(),
+            commit: None,
+            metrics: [("p99_ttft_ms".to_string(), Point { value: v, n: 10 })].into(),
+            slos: BTreeMap::new(),
+            histograms_us: BTreeMap::new(),
+        };
+        append(&path, &[e("2026-01-02T00:00:00Z", 2.0)]).unwrap();
+        append(&path, &[e("2026-01-01T00:00:00Z", 1.0)]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with('\n') && !text.contains("\n\n"), "{text}");
+        let back = read(&path).unwrap();
+        assert_eq!(
+            back,
+            vec![
+                e("2026-01-01T00:00:00Z", 1.0),
+                e("2026-01-02T00:00:00Z", 2.0)
+            ]
+        );
+        std::fs::write(&path, "{\"v\":1}\n").unwrap();
+        let err = read(&path).unwrap_err();
+        assert!(err.contains("plan.jsonl:1: not a history line"), "{err}");
+        assert_eq!(vllm_date("20260301-142530"), "2026-03-01T14:25:30Z");
+        assert_eq!(number_in("2000ms"), Some(2000.0));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -1,0 +1,259 @@
+//! A trend in the formats a nightly job reads: markdown (verdict first, then every
+//! change point), HTML with one SVG chart per case and metric (the series, each
+//! segment's mean, the change points marked, the SLO line), JUnit (one test per series)
+//! and a short step summary. Everything from the history is escaped for where it lands.
+
+use std::fmt::Write as _;
+
+use super::analyze::{Series, Trend};
+use crate::escape;
+
+/// The one-line verdict.
+pub fn verdict(t: &Trend) -> String {
+    if t.regressions > 0 {
+        format!(
+            "**REGRESSION**: {} series changed for the worse in the last {} runs ({} runs, {} series).",
+            t.regressions,
+            t.settings.recent,
+            t.runs,
+            t.series.len()
+        )
+    } else {
+        format!(
+            "**OK**: no regression among the change points of the last {} runs ({} runs, {} series).",
+            t.settings.recent,
+            t.runs,
+            t.series.len()
+        )
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:+.1}%", x * 100.0)
+}
+
+/// The markdown report.
+pub fn markdown(t: &Trend) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Trend\n\n{}\n", verdict(t));
+    let _ = writeln!(
+        s,
+        "Change points by E-divisive means with a Student's t-test (Apache Otava's method): window {}, max p-value {}, min magnitude {}.\n",
+        t.settings.window, t.settings.max_pvalue, t.settings.min_magnitude
+    );
+    let changed: Vec<&Series> = t.series.iter().filter(|s| !s.changes.is_empty()).collect();
+    if changed.is_empty() {
+        let _ = writeln!(s, "No change points.");
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "| Case | Metric | Run | When | Before | After | Change | p-value | Verdict |\n|---|---|---|---|---|---|---|---|---|"
+    );
+    for se in changed {
+        for (i, c) in se.changes.iter().enumerate() {
+            let newest = i + 1 == se.changes.len();
+            let verdict = match (c.regression, newest && se.regressed) {
+                (true, true) => "**regression**",
+                (true, false) => "worse",
+                (false, _) => "better",
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {:.2} | {:.2} | {} | {:.2e} | {} |",
+                escape::markdown(&se.case),
+                escape::markdown(&se.metric),
+                escape::markdown(&c.run),
+                escape::markdown(&c.when),
+                c.mean_before,
+                c.mean_after,
+                pct(c.change),
+                c.pvalue,
+                verdict
+            );
+        }
+    }
+    s
+}
+
+/// The step summary: the verdict and the regressions only (GitHub caps its size).
+pub fn summary(t: &Trend) -> String {
+    let mut s = format!("## Trend\n\n{}\n", verdict(t));
+    for se in t.series.iter().filter(|s| s.regressed) {
+        if let Some(c) = se.changes.last() {
+            let _ = write!(
+                s,
+                "\n- {} {}: {:.2} → {:.2} ({}) from run {}",
+                escape::markdown(&se.case),
+                escape::markdown(&se.metric),
+                c.mean_before,
+                c.mean_after,
+                pct(c.change),
+                escape::markdown(&c.run)
+            );
+        }
+    }
+    s.push('\n');
+    s
+}
+
+/// JUnit: one test per series, failed when it regressed.
+pub fn junit(t: &Trend) -> String {
+    let mut cases = String::new();
+    for se in &t.series {
+        let _ = write!(
+            cases,
+            "  <testcase classname=\"trend.{}\" name=\"{}\"",
+            escape::xml(&se.case),
+            escape::xml(&se.metric)
+        );
+        match se.changes.last().filter(|_| se.regressed) {
+            Some(c) => {
+                let _ = writeln!(
+                    cases,
+                    "><failure message=\"{:.2} → {:.2} ({}) from run {}, p = {:.2e}\"/></testcase>",
+                    c.mean_before,
+                    c.mean_after,
+                    pct(c.change),
+                    escape::xml(&c.run),
+                    c.pvalue
+                );
+            }
+            None => cases.push_str("/>\n"),
+        }
+    }
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"benchplan-trend\" tests=\"{}\" failures=\"{}\">\n{cases}</testsuite>\n",
+        t.series.len(),
+        t.regressions
+    )
+}
+
+const W: f64 = 640.0;
+const H: f64 = 220.0;
+const PAD: f64 = 48.0;
+
+/// One series as an SVG chart.
+pub fn chart(se: &Series) -> String {
+    let n = se.values.len();
+    let mut lo = se.values.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut hi = se.values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if let Some(t) = se.slo {
+        lo = lo.min(t);
+        hi = hi.max(t);
+    }
+    if !(hi > lo) {
+        hi = lo + 1.0;
+    }
+    let span = hi - lo;
+    let (lo, hi) = (lo - 0.05 * span, hi + 0.05 * span);
+    let x = |i: f64| PAD + i * (W - 2.0 * PAD) / ((n.max(2) - 1) as f64);
+    let y = |v: f64| H - PAD / 2.0 - (v - lo) / (hi - lo) * (H - PAD);
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"{} {}\">\n",
+        escape::xml(&se.case),
+        escape::xml(&se.metric)
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"{PAD}\" y=\"16\" font-size=\"13\">{} — {}</text>",
+        escape::xml(&se.case),
+        escape::xml(&se.metric)
+    );
+    for v in [lo + 0.05 * span, hi - 0.05 * span] {
+        let _ = writeln!(
+            s,
+            "<text x=\"4\" y=\"{:.1}\" font-size=\"10\">{v:.2}</text>",
+            y(v) + 3.0
+        );
+    }
+    let points: Vec<String> = se
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| format!("{:.1},{:.1}", x(i as f64), y(*v)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "<polyline class=\"series\" fill=\"none\" stroke=\"#4477aa\" stroke-width=\"1.5\" points=\"{}\"/>",
+        points.join(" ")
+    );
+    // Each segment's mean between change points.
+    let mut bounds: Vec<usize> = vec![0];
+    bounds.extend(se.changes.iter().map(|c| c.index));
+    bounds.push(n);
+    for w in bounds.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if b <= a {
+            continue;
+        }
+        let mean = se.values[a..b].iter().sum::<f64>() / (b - a) as f64;
+        let _ = writeln!(
+            s,
+            "<line class=\"segment-mean\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#228833\" stroke-width=\"2\"/>",
+            x(a as f64),
+            x((b - 1) as f64),
+            y(mean),
+            y(mean)
+        );
+    }
+    for c in &se.changes {
+        let colour = if c.regression { "#cc3311" } else { "#009988" };
+        let _ = writeln!(
+            s,
+            "<line class=\"change-point\" x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"24\" y2=\"{1:.1}\" stroke=\"{colour}\" stroke-dasharray=\"4 3\"><title>run {2}: {3}</title></line>",
+            x(c.index as f64 - 0.5),
+            H - PAD / 2.0,
+            escape::xml(&c.run),
+            pct(c.change)
+        );
+    }
+    if let Some(t) = se.slo {
+        let (x2, ys) = (W - PAD, y(t));
+        let _ = writeln!(
+            s,
+            "<line class=\"slo\" x1=\"{PAD}\" x2=\"{x2:.1}\" y1=\"{ys:.1}\" y2=\"{ys:.1}\" stroke=\"#ee7733\" stroke-dasharray=\"6 3\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">SLO {t}</text>",
+            x2 + 2.0,
+            ys + 3.0
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The HTML report: the verdict, the change-point table, one chart per series.
+pub fn html(t: &Trend) -> String {
+    let md_verdict = verdict(t).replace("**", "");
+    let mut body = format!(
+        "<h1>Trend</h1>\n<p class=\"verdict\">{}</p>\n",
+        escape::xml(&md_verdict)
+    );
+    let _ = writeln!(
+        body,
+        "<table>\n<tr><th>Case</th><th>Metric</th><th>Run</th><th>When</th><th>Before</th><th>After</th><th>Change</th><th>p-value</th></tr>"
+    );
+    for se in &t.series {
+        for c in &se.changes {
+            let _ = writeln!(
+                body,
+                "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{:.2e}</td></tr>",
+                if c.regression { "worse" } else { "better" },
+                escape::xml(&se.case),
+                escape::xml(&se.metric),
+                escape::xml(&c.run),
+                escape::xml(&c.when),
+                c.mean_before,
+                c.mean_after,
+                pct(c.change),
+                c.pvalue
+            );
+        }
+    }
+    body.push_str("</table>\n");
+    for se in &t.series {
+        let _ = writeln!(body, "<figure>{}</figure>", chart(se));
+    }
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Trend</title>\n<style>body{{font-family:sans-serif;max-width:60rem;margin:auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px}}tr.worse td{{color:#cc3311}}</style></head>\n<body>\n{body}</body></html>\n"
+    )
+}

@@ -1,0 +1,188 @@
+//! A plan's history end to end: runs of a one-case plan against the simulator append
+//! themselves (`report.history`), `benchplan trend` finds the change a slower server
+//! made and exits 4, and a history of an unchanged server exits 0.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::{benchplan, stderr, stdout, tempdir};
+
+/// One case: six requests one at a time, TTFT as the simulator is told; the history
+/// keeps the TTFT and the success rate.
+const PLAN: &str = r#"
+name = "nightly"
+[services.sim]
+sim = { preset = "ground-truth", ttft = "50ms", itl = "1ms" }
+[defaults]
+dataset = { name = "random", input_len = 16, output_len = 2 }
+num_prompts = 6
+max_concurrency = 1
+[report]
+charts = false
+# What the simulator sets and a neighbour's load barely moves (a 50 ms TTFT, the
+# success rate): a busy runner shifts a 1 ms ITL by more than 5%, which is a real
+# change of what was measured, not of the server.
+compare_metrics = ["p50_ttft_ms", "p99_ttft_ms", "success_rate"]
+"#;
+
+/// Runs the plan `runs` times, with TTFT `slow` from run `from` on (0-based).
+fn nightly(dir: &Path, runs: usize, from: usize, slow: &str) -> std::path::PathBuf {
+    let plan = dir.join("plan.toml");
+    let history = dir.join("history/nightly.jsonl");
+    std::fs::write(
+        &plan,
+        format!("{PLAN}history = \"{}\"\n", history.display()),
+    )
+    .unwrap();
+    for i in 0..runs {
+        let ttft = if i >= from { slow } else { "50ms" };
+        let out = benchplan(&[
+            "run",
+            plan.to_str().unwrap(),
+            "--quiet",
+            "--results-dir",
+            dir.join("r").to_str().unwrap(),
+            "--set",
+            &format!("services.sim.sim.ttft={ttft}"),
+        ]);
+        let err = stderr(&out);
+        // The trend has its say from the first run on; a run after the change may
+        // already see it (exit 4).
+        assert!(matches!(out.status.code(), Some(0 | 4)), "run {i}: {err}");
+        assert!(err.contains("trend regression(s)"), "run {i}: {err}");
+    }
+    history
+}
+
+/// `benchplan trend` as JSON, with a minimum magnitude of 5%: a busy runner's numbers
+/// drift by 1-2% over 30 runs, which Otava's default (no minimum) would report too.
+fn trend(history: &Path, out: &Path) -> (Option<i32>, Value, String) {
+    let o = benchplan(&[
+        "trend",
+        history.to_str().unwrap(),
+        "--min-magnitude",
+        "0.05",
+        "--format",
+        "json",
+        "--out",
+        out.to_str().unwrap(),
+        "--junit",
+        out.join("trend.xml").to_str().unwrap(),
+    ]);
+    let v: Value =
+        serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    (o.status.code(), v, stderr(&o))
+}
+
+#[test]
+fn a_slower_server_from_run_20_is_one_change_point_at_run_20_and_exits_4() {
+    let dir = tempdir("trend-step");
+    let history = nightly(&dir, 30, 20, "60ms");
+    let lines = std::fs::read_to_string(&history).unwrap();
+    assert_eq!(lines.lines().count(), 30, "one line a case a run");
+    // Bounded growth: the documented ~3 KB a case a run.
+    assert!(lines.len() / 30 < 4096, "{} bytes a line", lines.len() / 30);
+    let (code, t, err) = trend(&history, &dir.join("out"));
+    assert_eq!(code, Some(4), "{err}");
+    let ttft = t["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metric"] == "p50_ttft_ms")
+        .unwrap();
+    let changes = ttft["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{changes:#?}");
+    let c = &changes[0];
+    assert_eq!(c["index"], 20, "{c}");
+    assert_eq!(c["regression"], true);
+    let (before, after) = (
+        c["mean_before"].as_f64().unwrap(),
+        c["mean_after"].as_f64().unwrap(),
+    );
+    assert!(
+        (before - 50.0).abs() < 2.0 && (after - 60.0).abs() < 2.0,
+        "{c}"
+    );
+    assert!(c["pvalue"].as_f64().unwrap() < 1e-6, "{c}");
+    assert_eq!(ttft["regressed"], true);
+    // The reports: markdown and HTML with the chart, JUnit failing the series.
+    let md = std::fs::read_to_string(dir.join("out/trend.md")).unwrap();
+    assert!(
+        md.lines().nth(2).unwrap().starts_with("**REGRESSION**"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(dir.join("out/trend.html")).unwrap();
+    assert!(html.contains("class=\"change-point\"") && html.contains("class=\"segment-mean\""));
+    let junit = std::fs::read_to_string(dir.join("out/trend.xml")).unwrap();
+    assert!(junit.contains("name=\"p50_ttft_ms\"><failure"), "{junit}");
+    // The last run's own report carries the trend verdict beside the others.
+    let latest = dir.join("r/batch/latest/report.md");
+    let report = std::fs::read_to_string(latest).unwrap();
+    assert!(
+        report.contains("## Trend") && report.contains("p50_ttft_ms"),
+        "{report}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn thirty_runs_of_an_unchanged_server_exit_0() {
+    let dir = tempdir("trend-flat");
+    let history = nightly(&dir, 30, usize::MAX, "50ms");
+    let (code, t, err) = trend(&history, &dir.join("out"));
+    assert_eq!(code, Some(0), "{err}\n{t:#}");
+    assert_eq!(t["regressions"], 0);
+    assert_eq!(t["runs"], 30);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn history_import_reads_run_folders_and_vllm_result_files() {
+    let dir = tempdir("trend-import");
+    let fixture = crate::support::repo().join("tests/fixtures/fixed-run");
+    let history = dir.join("h.jsonl");
+    let out = benchplan(&[
+        "history",
+        "import",
+        "--history",
+        history.to_str().unwrap(),
+        fixture.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&history).unwrap();
+    assert_eq!(text.lines().count(), 4, "the fixed run's four cases");
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["plan"], "fixed-run");
+    assert_eq!(first["server_version"], "benchplan-sim 0.1.0");
+    assert!(first["metrics"]["p99_ttft_ms"]["value"].as_f64().is_some());
+    assert_eq!(first["metrics"]["p99_ttft_ms"]["n"], 6);
+    assert!(first["histograms_us"]["ttft"].as_str().is_some());
+    // A plain `vllm bench serve` result file appends as its own run, dated by vLLM's
+    // `date` and named by its file.
+    let case = std::fs::read_dir(&fixture)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("a-c1"))
+        .unwrap();
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(case).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("benchplan");
+    v["date"] = "20260301-142530".into();
+    let file = dir.join("openai-infqps-concurrency1-m-20260301-142530.json");
+    std::fs::write(&file, v.to_string()).unwrap();
+    let out = benchplan(&[
+        "history",
+        "import",
+        "--history",
+        history.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&history).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["plan"], "vllm-bench-serve");
+    assert_eq!(last["when"], "2026-03-01T14:25:30Z");
+    assert_eq!(last["case"], "openai-infqps-concurrency1-m-20260301-142530");
+    assert!(last["metrics"]["p50_tpot_ms"]["value"].as_f64().is_some());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -202,6 +202,11 @@ fn run_folder(
         }
     };
     if let Some(d) = &settings.resume {
+        // A live run holds the folder: say so before reading a manifest it may not
+        // have written yet (a run takes its lock first).
+        if crate::results::lock::holder(d).is_some() {
+            lock(d)?;
+        }
         let ids: Vec<&str> = planned.cases.iter().map(|c| c.id.as_str()).collect();
         return match resume::finished_cases(d, &hash, &ids) {
             Ok(mut found) => {
@@ -256,6 +261,8 @@ fn run_folder(
 async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     let plan = &planned.plan;
     let started = SystemTime::now();
+    // Before the folder is taken: a run holds its lock and has no manifest in between.
+    let commit = crate::trend::history::commit_of(&planned.source.dir);
     // The lock is held until the run ends (see `results::lock`).
     let (dir, done, _lock) = match run_folder(planned, settings, started) {
         Ok(x) => x,
@@ -294,7 +301,15 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
             return Exit::Runtime;
         }
     }
-    let mut manifest = first_manifest(planned, settings, started, &service_views, &versions, &done);
+    let mut manifest = first_manifest(
+        planned,
+        settings,
+        started,
+        &service_views,
+        &versions,
+        &done,
+        commit,
+    );
     if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest)) {
         eprintln!("error: cannot write the manifest: {e}");
         return Exit::Runtime;
@@ -524,11 +539,12 @@ fn first_manifest(
     service_views: &[ServiceView],
     versions: &std::collections::HashMap<String, Value>,
     done: &resume::Finished,
+    commit: Option<String>,
 ) -> Value {
     let plan = &planned.plan;
     let mut manifest = json!({
         "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"), "plan": plan.name, "plan_hash": plan_hash(planned),
-        "command": settings.command, "host": host(), "commit": crate::trend::history::commit_of(&planned.source.dir), "started": timefmt::iso(started), "finished": null,
+        "command": settings.command, "host": host(), "commit": commit, "started": timefmt::iso(started), "finished": null,
         "services": service_views.iter().map(|s| (s.name.clone(), json!({"kind": s.kind, "base_url": s.base_url, "model": s.model, "version": versions.get(&s.name), "error": s.error}))).collect::<Map<String, Value>>(),
         "cases": planned.cases.iter().map(|c| {
             let finished = done.contains_key(&c.id);

@@ -386,13 +386,11 @@ fn plans_pair_audio_datasets_with_the_audio_backend() {
          [defaults]\ndataset = { name = \"random-audio\", duration = \"2s\" }\n",
     )
     .unwrap();
-    let out = benchplan(&["validate", plan.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
+    let err = crate::support::validate_file(&plan).unwrap_err();
     assert!(
-        stderr(&out).contains("uploads audio clips, which need the audio API")
-            && stderr(&out).contains("backend = \"openai-audio\""),
-        "{}",
-        stderr(&out)
+        err.contains("uploads audio clips, which need the audio API")
+            && err.contains("backend = \"openai-audio\""),
+        "{err}"
     );
     std::fs::write(
         &plan,
@@ -400,21 +398,17 @@ fn plans_pair_audio_datasets_with_the_audio_backend() {
          [defaults]\ndataset = { name = \"random\", input_len = 8 }\n",
     )
     .unwrap();
-    let out = benchplan(&["validate", plan.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("dataset `random` has none"),
-        "{}",
-        stderr(&out)
-    );
+    let err = crate::support::validate_file(&plan).unwrap_err();
+    assert!(err.contains("dataset `random` has none"), "{err}");
     std::fs::write(
         &plan,
         "[services.s]\nsim = { preset = \"fast\" }\nbackend = \"openai-audio\"\nendpoint = \"/v1/audio/translations\"\n\
          [defaults]\nnum_prompts = 3\ndataset = { name = \"random-audio\", duration = \"500ms\", output_len = 4 }\n",
     )
     .unwrap();
-    let out = benchplan(&["validate", plan.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    if let Err(e) = crate::support::validate_file(&plan) {
+        panic!("{e}");
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -29,19 +29,7 @@ fn fixture_tokenizer() -> String {
 }
 
 fn params(n: u64, input: u64, output: u64) -> CaseParams {
-    CaseParams {
-        backend: Some(Backend::Openai),
-        num_prompts: n,
-        dataset: Dataset::Random(RandomDataset {
-            input_len: input,
-            output_len: output,
-            ..RandomDataset::default()
-        }),
-        ignore_eos: Some(true),
-        percentile_metrics: Some(vec![Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el]),
-        metric_percentiles: vec![50.0, 99.0],
-        ..CaseParams::default()
-    }
+    crate::support::random_case(Backend::Openai, n, input, output)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

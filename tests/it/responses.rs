@@ -8,8 +8,7 @@ use benchplan::client::outcome::Limits;
 use benchplan::client::request::{Target, send};
 use benchplan::load::case::execute;
 use benchplan::load::options::RunOptions;
-use benchplan::plan::dataset::RandomDataset;
-use benchplan::plan::{Backend, CaseParams, Dataset, Metric};
+use benchplan::plan::{Backend, CaseParams, Metric};
 use benchplan::service::target::resolve;
 use serde_json::json;
 
@@ -17,18 +16,8 @@ use crate::support::{read_request, scripted, timing_check};
 
 fn params(backend: Backend, n: u64, input: u64, output: u64) -> CaseParams {
     CaseParams {
-        backend: Some(backend),
-        num_prompts: n,
-        dataset: Dataset::Random(RandomDataset {
-            input_len: input,
-            output_len: output,
-            ..RandomDataset::default()
-        }),
-        ignore_eos: Some(true),
         max_concurrency: Some(1),
-        percentile_metrics: Some(vec![Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el]),
-        metric_percentiles: vec![50.0, 99.0],
-        ..CaseParams::default()
+        ..crate::support::random_case(backend, n, input, output)
     }
 }
 

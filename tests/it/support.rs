@@ -24,6 +24,39 @@ pub fn plan_text(text: &str, format: Format, dir: &Path) -> Result<Planned, Diag
     planner::plan(source)
 }
 
+/// `benchplan validate FILE` in process (the file read, the plan checked): the planned
+/// cases, or every diagnostic as the command prints them. `tests/it/cli.rs` holds the
+/// command's own output and exit codes.
+pub fn validate_file(path: &Path) -> Result<Planned, String> {
+    let source = PlanSource::load(path, None).map_err(|d| d.to_string())?;
+    planner::plan(source).map_err(|d| d.to_string())
+}
+
+/// The case most load tests send: `n` random prompts of `input` tokens asking for
+/// `output` (ignore_eos), with every latency's P50 and P99.
+pub fn random_case(
+    backend: benchplan::plan::Backend,
+    n: u64,
+    input: u64,
+    output: u64,
+) -> benchplan::plan::CaseParams {
+    use benchplan::plan::Metric;
+    use benchplan::plan::dataset::{Dataset, RandomDataset};
+    benchplan::plan::CaseParams {
+        backend: Some(backend),
+        num_prompts: n,
+        dataset: Dataset::Random(RandomDataset {
+            input_len: input,
+            output_len: output,
+            ..RandomDataset::default()
+        }),
+        ignore_eos: Some(true),
+        percentile_metrics: Some(vec![Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el]),
+        metric_percentiles: vec![50.0, 99.0],
+        ..benchplan::plan::CaseParams::default()
+    }
+}
+
 pub fn plan_toml(text: &str) -> Planned {
     match plan_text(text, Format::Toml, &repo().join("plans")) {
         Ok(p) => p,

@@ -376,43 +376,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         folder: Some(dir.display().to_string()),
     };
     let mut report = ReportView::assemble(head, views, planned.user_slos > 0);
-    let slo_failures = report.slo_failures;
-    let mut regression = false;
-    let mut history_failed = false;
-    if let Some(b) = &plan.report.baseline {
-        if b.is_dir() {
-            match crate::report::compare::compare_dirs(b, &dir, &plan.report) {
-                Ok(c) => {
-                    regression = c.regressions > 0;
-                    report.comparison = Some(c);
-                }
-                Err(e) => eprintln!("warning: cannot compare with baseline {}: {e}", b.display()),
-            }
-        } else {
-            eprintln!(
-                "warning: baseline {} does not exist yet; no comparison this time",
-                b.display()
-            );
-        }
-    }
-    // A shard's cases reach the history through `merge`, once, with the others.
-    if let Some(h) = plan
-        .report
-        .history
-        .as_ref()
-        .filter(|_| settings.shard.is_none())
-    {
-        match record_history(&dir, h, &plan.report) {
-            Ok(t) => {
-                regression |= t.regressions > 0;
-                report.trend = Some(t);
-            }
-            Err(e) => {
-                eprintln!("error: history {}: {e}", h.display());
-                history_failed = true;
-            }
-        }
-    }
+    let (regression, history_failed) = judge(planned, settings, &dir, &mut report);
     let reports = crate::report::write::write_reports(
         &dir,
         &report,
@@ -444,6 +408,77 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         let _ = std::os::unix::fs::symlink(name, &latest);
     }
     eprintln!("report: {}", dir.join("report.md").display());
+    verdict(
+        &report,
+        regression,
+        runtime_error || write_error,
+        &ctl,
+        &mut manifest,
+        &dir,
+    )
+}
+
+/// The run judged against the plan's baseline and appended to its history (not by a
+/// shard: `merge` does that once for all of them); whether either found a regression,
+/// and whether the history could not be written.
+fn judge(
+    planned: &Planned,
+    settings: &RunSettings,
+    dir: &Path,
+    report: &mut ReportView,
+) -> (bool, bool) {
+    let mut regression = false;
+    let mut history_failed = false;
+    if let Some(b) = &planned.plan.report.baseline {
+        if b.is_dir() {
+            match crate::report::compare::compare_dirs(b, dir, &planned.plan.report) {
+                Ok(c) => {
+                    regression = c.regressions > 0;
+                    report.comparison = Some(c);
+                }
+                Err(e) => eprintln!("warning: cannot compare with baseline {}: {e}", b.display()),
+            }
+        } else {
+            eprintln!(
+                "warning: baseline {} does not exist yet; no comparison this time",
+                b.display()
+            );
+        }
+    }
+    // A shard's cases reach the history through `merge`, once, with the others.
+    if let Some(h) = planned
+        .plan
+        .report
+        .history
+        .as_ref()
+        .filter(|_| settings.shard.is_none())
+    {
+        match record_history(dir, h, &planned.plan.report) {
+            Ok(t) => {
+                regression |= t.regressions > 0;
+                report.trend = Some(t);
+            }
+            Err(e) => {
+                eprintln!("error: history {}: {e}", h.display());
+                history_failed = true;
+            }
+        }
+    }
+    (regression, history_failed)
+}
+
+/// The exit code by the one precedence rule, printed as the verdict line and recorded
+/// in the manifest. `failed_to_run`: a case could not be measured or an output not
+/// written.
+fn verdict(
+    report: &ReportView,
+    regression: bool,
+    failed_to_run: bool,
+    ctl: &RunControl,
+    manifest: &mut Value,
+    dir: &Path,
+) -> Exit {
+    let slo_failures = report.slo_failures;
     let regressions = report.comparison.as_ref().map_or(0, |c| c.regressions);
     let trend_regressions = report.trend.as_ref().map_or(0, |t| t.regressions);
     let failed = report.cases.iter().filter(|c| c.status != "ok").count();
@@ -454,7 +489,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     if slo_failures > 0 {
         code = code.worst(Exit::SloViolated);
     }
-    if runtime_error || write_error {
+    if failed_to_run {
         code = code.worst(Exit::Runtime);
     }
     if ctl.interrupted() {
@@ -483,7 +518,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         "trend_regressions": trend_regressions,
         "warnings": warnings,
     });
-    if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest)) {
+    if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(manifest)) {
         eprintln!(
             "error: cannot write {}: {e}",
             dir.join("manifest.json").display()

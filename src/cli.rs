@@ -417,7 +417,7 @@ pub fn run(cli: Cli) -> Exit {
             },
             out,
             junit,
-            json: format == "json",
+            format,
         }),
         Command::History {
             action: HistoryAction::Import { history, paths },

@@ -80,6 +80,33 @@ pub fn append_json_line(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.sync_all()
 }
 
+/// Appends `text` (whole lines, each ending in a newline) to a text file, created with
+/// its folder if missing; a file another tool left without its last newline gets one
+/// first, so lines never run together. Synced before returning. (For a file whose
+/// lines are separated, not ended, see [`append_json_line`].)
+pub fn append_lines(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)?;
+    let len = f.metadata()?.len();
+    if len > 0 {
+        let mut last = [0u8; 1];
+        f.seek(SeekFrom::Start(len - 1))?;
+        f.read_exact(&mut last)?;
+        if last[0] != b'\n' {
+            f.write_all(b"\n")?;
+        }
+    }
+    f.write_all(text.as_bytes())?;
+    f.sync_all()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

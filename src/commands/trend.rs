@@ -14,13 +14,17 @@ pub struct TrendArgs {
     pub settings: TrendSettings,
     pub out: Option<PathBuf>,
     pub junit: Option<PathBuf>,
-    /// Print the trend as JSON instead of markdown.
-    pub json: bool,
+    /// What to print: `md` or `json`.
+    pub format: String,
 }
 
 /// Judges the history: prints the markdown, writes the files asked for, appends the
 /// step summary in a GitHub job. Exit 4 on a recent regression, 2 on bad input.
 pub fn run(args: &TrendArgs) -> Exit {
+    if !matches!(args.format.as_str(), "md" | "json") {
+        eprintln!("error: unknown --format `{}`; use md or json", args.format);
+        return Exit::BadPlan;
+    }
     if args.settings.window < 2 {
         eprintln!("error: --window must be at least 2");
         return Exit::BadPlan;
@@ -66,7 +70,7 @@ pub fn run(args: &TrendArgs) -> Exit {
     {
         eprintln!("warning: cannot append to $GITHUB_STEP_SUMMARY: {e}");
     }
-    if args.json {
+    if args.format == "json" {
         println!(
             "{}",
             serde_json::to_string_pretty(&trend).expect("a trend serialises")
@@ -79,10 +83,7 @@ pub fn run(args: &TrendArgs) -> Exit {
 
 /// Appends each path's cases to the history, in the order given.
 pub fn import(history_path: &Path, paths: &[PathBuf]) -> Exit {
-    let metrics: Vec<String> = crate::report::compare::DEFAULT_COMPARED
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let metrics = crate::report::compare::compared_metrics(&Default::default());
     let mut all = Vec::new();
     for p in paths {
         match history::entries_of(p, &metrics) {

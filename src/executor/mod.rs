@@ -656,34 +656,12 @@ pub fn record_history(
     report: &crate::plan::Report,
 ) -> Result<crate::report::view::TrendVerdict, String> {
     use crate::trend::{analyze, history as h};
-    let metrics: Vec<String> = report.compare_metrics.clone().unwrap_or_else(|| {
-        crate::report::compare::DEFAULT_COMPARED
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    });
+    let metrics = crate::report::compare::compared_metrics(report);
     let entries = h::entries_of(dir, &metrics)?;
     h::append(history, &entries)?;
     let all = h::read(history)?;
     let t = analyze::analyze(&all, &analyze::TrendSettings::default());
-    let lines = t
-        .series
-        .iter()
-        .filter(|s| s.regressed)
-        .filter_map(|s| {
-            let c = s.changes.last()?;
-            Some(format!(
-                "{} {}: {:.2} → {:.2} ({:+.1}%) from run {}, p = {:.1e}",
-                s.case,
-                s.metric,
-                c.mean_before,
-                c.mean_after,
-                c.change * 100.0,
-                c.run,
-                c.pvalue
-            ))
-        })
-        .collect();
+    let lines = crate::trend::render::regressions(&t);
     Ok(crate::report::view::TrendVerdict {
         history: history.display().to_string(),
         runs: t.runs,

@@ -179,6 +179,19 @@ const HIGHER_BETTER: [&str; 4] = [
     "request_goodput",
 ];
 
+/// Whether a rise of this result key is good: a throughput, goodput, the success rate.
+pub fn higher_is_better(k: &str) -> bool {
+    HIGHER_BETTER.contains(&k) || k == "success_rate"
+}
+
+/// The result keys a plan compares (and its history keeps): `report.compare_metrics`,
+/// else [`DEFAULT_COMPARED`].
+pub fn compared_metrics(cfg: &Report) -> Vec<String> {
+    cfg.compare_metrics
+        .clone()
+        .unwrap_or_else(|| DEFAULT_COMPARED.iter().map(|s| s.to_string()).collect())
+}
+
 /// What a comparison looks at unless `report.compare_metrics` says otherwise: one of
 /// each kind, no statistic twice (a median is a p50).
 pub const DEFAULT_COMPARED: [&str; 8] = [
@@ -225,7 +238,7 @@ fn worse_p_value(
     use super::significance::{proportion_lower, slower_by_more_than, welch_worse};
     // Both sides repeated: a test across the runs, on the metric itself.
     if let (Some(b), Some(c)) = (run_values(base, k), run_values(cand, k)) {
-        let lower_is_better = !(HIGHER_BETTER.contains(&k) || k == "success_rate");
+        let lower_is_better = !higher_is_better(k);
         if let Some(p) = welch_worse(&b, &c, margin, lower_is_better) {
             return Some(p);
         }
@@ -279,7 +292,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
             None => DEFAULT_COMPARED.to_vec(),
         };
         for k in metrics {
-            let better = if HIGHER_BETTER.contains(&k) || k == "success_rate" {
+            let better = if higher_is_better(k) {
                 "higher"
             } else if is_latency_key(k) {
                 "lower"

@@ -301,7 +301,7 @@ pub fn case_view(
     v.e2el_p99 = f.latency_ms("p99", "e2el");
     let total = v.completed + v.failed;
     v.success_pct = f
-        .recorded_success_rate_only()
+        .recorded_success_rate()
         .or_else(|| (total > 0).then(|| v.completed as f64 / total as f64 * 100.0));
     v.prefix_hit_pct = f.prefix_cache_hit_rate();
     v.streams_without_done = f.streams_without_done();

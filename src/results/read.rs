@@ -59,7 +59,7 @@ impl<'a> CaseFile<'a> {
     }
 
     /// The success rate benchplan recorded (a repeated case's is the runs' mean).
-    pub fn recorded_success_rate_only(&self) -> Option<f64> {
+    pub fn recorded_success_rate(&self) -> Option<f64> {
         self.in_block("success_rate").and_then(Value::as_f64)
     }
 

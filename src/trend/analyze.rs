@@ -73,11 +73,6 @@ impl Default for TrendSettings {
     }
 }
 
-/// Whether a rise of this metric is good (throughputs, the success rate).
-pub fn higher_is_better(metric: &str) -> bool {
-    metric.ends_with("throughput") || metric == "request_goodput" || metric == "success_rate"
-}
-
 /// Judges every series of the history.
 pub fn analyze(entries: &[Entry], settings: &TrendSettings) -> Trend {
     // (case, metric) → the runs' values, in history order.
@@ -116,7 +111,7 @@ pub fn analyze(entries: &[Entry], settings: &TrendSettings) -> Trend {
     let mut series: Vec<Series> = by.into_values().collect();
     let mut regressions = 0;
     for s in &mut series {
-        let up_is_good = higher_is_better(&s.metric);
+        let up_is_good = crate::report::compare::higher_is_better(&s.metric);
         s.changes = change_points(&s.values, &cp_settings)
             .into_iter()
             .map(|c| {
@@ -138,13 +133,13 @@ pub fn analyze(entries: &[Entry], settings: &TrendSettings) -> Trend {
                 }
             })
             .collect();
+        // Every change point left is significant and beyond the minimum magnitude
+        // (Otava's merge keeps no other); the newest decides.
         let len = s.values.len();
-        s.regressed = s.changes.last().is_some_and(|c| {
-            c.regression
-                && c.index + settings.recent >= len
-                && c.pvalue <= settings.max_pvalue
-                && c.change.abs() > settings.min_magnitude
-        });
+        s.regressed = s
+            .changes
+            .last()
+            .is_some_and(|c| c.regression && c.index + settings.recent >= len);
         regressions += usize::from(s.regressed);
     }
     Trend {

@@ -101,18 +101,17 @@ pub fn entry(
             points.insert(k.clone(), Point { value: v, n });
         }
     }
-    let mut slos = BTreeMap::new();
-    for v in f.slo_verdicts().unwrap_or_default() {
-        let key = match v.key.as_str() {
-            "success_rate" => "success_rate".to_string(),
-            k => format!("{k}_ms"),
-        };
-        if metrics.contains(&key)
-            && let Some(t) = v.target.split_whitespace().nth(1).and_then(number_in)
-        {
-            slos.insert(key, t);
-        }
-    }
+    // The plan's SLOs the case was judged on (not the floors every case has), by the
+    // result key of what they judge.
+    let slos = f
+        .slo_verdicts()
+        .unwrap_or_default()
+        .iter()
+        .filter(|v| !crate::slo::floors::is_floor(&v.key))
+        .filter_map(|v| crate::slo::Slo::from_verdict(v).ok())
+        .map(|slo| (slo.metric.result_key(), slo.threshold))
+        .filter(|(key, _)| metrics.contains(key))
+        .collect();
     let histograms_us = ["ttft", "tpot", "itl", "e2el"]
         .iter()
         .filter_map(|m| {
@@ -137,14 +136,6 @@ pub fn entry(
         slos,
         histograms_us,
     }
-}
-
-/// The number at the start of an SLO target's threshold (`2000ms` → 2000).
-fn number_in(s: &str) -> Option<f64> {
-    let end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
-        .unwrap_or(s.len());
-    s[..end].parse().ok()
 }
 
 /// Every case of a run folder (benchplan's, with its manifest) or of a plain
@@ -251,37 +242,16 @@ fn vllm_date(d: &str) -> String {
     }
 }
 
-/// Appends entries to a history file (created with its folder if missing), each a
-/// whole line ending in a newline (a file another tool left without its last newline
-/// gets one first), synced before returning.
+/// Appends entries to a history file (created with its folder if missing), one whole
+/// line each.
 pub fn append(path: &Path, entries: &[Entry]) -> Result<(), String> {
-    use std::io::{Read, Seek, SeekFrom, Write};
-    let fail = |e: std::io::Error| format!("cannot append to {}: {e}", path.display());
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
     let mut text = String::new();
     for e in entries {
         text.push_str(&serde_json::to_string(e).expect("an entry serialises"));
         text.push('\n');
     }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .open(path)
-        .map_err(fail)?;
-    let len = f.metadata().map_err(fail)?.len();
-    if len > 0 {
-        let mut last = [0u8; 1];
-        f.seek(SeekFrom::Start(len - 1)).map_err(fail)?;
-        f.read_exact(&mut last).map_err(fail)?;
-        if last[0] != b'\n' {
-            text.insert(0, '\n');
-        }
-    }
-    f.write_all(text.as_bytes()).map_err(fail)?;
-    f.sync_all().map_err(fail)
+    crate::files::append_lines(path, &text)
+        .map_err(|e| format!("cannot append to {}: {e}", path.display()))
 }
 
 /// Every entry of a history file, oldest first (by `when`, then file order).
@@ -361,7 +331,32 @@ mod tests {
         let err = read(&path).unwrap_err();
         assert!(err.contains("plan.jsonl:1: not a history line"), "{err}");
         assert_eq!(vllm_date("20260301-142530"), "2026-03-01T14:25:30Z");
-        assert_eq!(number_in("2000ms"), Some(2000.0));
+        // SLO targets by result key; the floors every case has are not the plan's.
+        let verdict = |key: &str, target: &str| {
+            serde_json::json!({"key": key, "target": target, "actual": 1.0, "unit": "",
+                               "pass": true, "message": ""})
+        };
+        let result = serde_json::json!({"completed": 4, "p50_ttft_ms": 50.0,
+            "benchplan": {"slo_verdicts": [verdict("p50_ttft", "<= 70ms"),
+                verdict("success_rate", ">= 99%"), verdict("min_success_rate", ">= 95%")]}});
+        let metrics = vec!["p50_ttft_ms".to_string(), "success_rate".to_string()];
+        let got = entry(
+            &RunFacts::default(),
+            "c",
+            "s",
+            Map::new(),
+            result.as_object().unwrap(),
+            &metrics,
+        );
+        assert_eq!(
+            got.slos,
+            [
+                ("p50_ttft_ms".to_string(), 70.0),
+                ("success_rate".to_string(), 99.0)
+            ]
+            .into()
+        );
+        assert_eq!(got.metrics["p50_ttft_ms"], Point { value: 50.0, n: 4 });
         std::fs::remove_dir_all(&dir).ok();
     }
 }

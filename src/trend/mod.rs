@@ -6,5 +6,6 @@
 pub mod analyze;
 pub mod edivisive;
 pub mod history;
-pub mod planted;
+#[cfg(test)]
+mod planted;
 pub mod render;

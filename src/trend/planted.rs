@@ -1,5 +1,5 @@
-//! Synthetic series with planted shifts, seeded: what the change-point tests and the
-//! comparison with Apache Otava (`scripts/otava-compare.py`) run on.
+//! Synthetic series with planted shifts, seeded: what the change-point tests run on
+//! (`scripts/otava-compare.py` plants the same kinds of series for Otava and benchplan).
 
 use crate::rng::Rng;
 

@@ -76,22 +76,33 @@ pub fn markdown(t: &Trend) -> String {
     s
 }
 
-/// The step summary: the verdict and the regressions only (GitHub caps its size).
-pub fn summary(t: &Trend) -> String {
-    let mut s = format!("## Trend\n\n{}\n", verdict(t));
-    for se in t.series.iter().filter(|s| s.regressed) {
-        if let Some(c) = se.changes.last() {
-            let _ = write!(
-                s,
-                "\n- {} {}: {:.2} → {:.2} ({}) from run {}",
-                escape::markdown(&se.case),
-                escape::markdown(&se.metric),
+/// One line per regressed series, as plain text (`case metric: before → after
+/// (+x%) from run R, p = …`): the step summary's list and the run report's.
+pub fn regressions(t: &Trend) -> Vec<String> {
+    t.series
+        .iter()
+        .filter(|s| s.regressed)
+        .filter_map(|s| {
+            let c = s.changes.last()?;
+            Some(format!(
+                "{} {}: {:.2} → {:.2} ({}) from run {}, p = {:.1e}",
+                s.case,
+                s.metric,
                 c.mean_before,
                 c.mean_after,
                 pct(c.change),
-                escape::markdown(&c.run)
-            );
-        }
+                c.run,
+                c.pvalue
+            ))
+        })
+        .collect()
+}
+
+/// The step summary: the verdict and the regressions only (GitHub caps its size).
+pub fn summary(t: &Trend) -> String {
+    let mut s = format!("## Trend\n\n{}\n", verdict(t));
+    for line in regressions(t) {
+        let _ = write!(s, "\n- {}", escape::markdown(&line));
     }
     s.push('\n');
     s

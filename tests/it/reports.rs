@@ -235,7 +235,7 @@ fn no_charts_draws_none_and_one_case_draws_no_curve() {
 }
 
 /// Chromium, if this machine has it.
-fn chromium() -> Option<PathBuf> {
+pub(crate) fn chromium() -> Option<PathBuf> {
     ["chromium", "chromium-browser", "google-chrome"]
         .iter()
         .find_map(|name| {
@@ -249,7 +249,7 @@ fn chromium() -> Option<PathBuf> {
 
 /// A proxy standing in for the whole network: records the host of every request
 /// sent through it (a `CONNECT host:443` or a `GET http://host/…`) and answers none.
-fn trap() -> (u16, Arc<Mutex<Vec<String>>>) {
+pub(crate) fn trap() -> (u16, Arc<Mutex<Vec<String>>>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let hosts = Arc::new(Mutex::new(Vec::new()));
@@ -284,7 +284,7 @@ fn take(hosts: &Mutex<Vec<String>>) -> std::collections::BTreeSet<String> {
 }
 
 /// The page's DOM after Chromium loaded it, every request sent to `proxy`.
-fn dump_dom(chrome: &Path, page: &Path, proxy: u16, profile: &Path) -> String {
+pub(crate) fn dump_dom(chrome: &Path, page: &Path, proxy: u16, profile: &Path) -> String {
     let mut child = Command::new(chrome)
         .args([
             "--headless",

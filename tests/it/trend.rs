@@ -115,6 +115,39 @@ fn a_slower_server_from_run_20_is_one_change_point_at_run_20_and_exits_4() {
     );
     let html = std::fs::read_to_string(dir.join("out/trend.html")).unwrap();
     assert!(html.contains("class=\"change-point\"") && html.contains("class=\"segment-mean\""));
+    // As a browser shows it: headless Chromium's DOM of trend.html has the verdict
+    // first and one chart per series, the P50 TTFT's with its change point marked.
+    if let Some(chrome) = crate::reports::chromium() {
+        let (port, _hosts) = crate::reports::trap();
+        let dom = crate::reports::dump_dom(
+            &chrome,
+            &dir.join("out/trend.html"),
+            port,
+            &dir.join("profile"),
+        );
+        let verdict = dom.find("REGRESSION:").expect("the verdict in the DOM");
+        assert!(verdict < dom.find("<table").unwrap(), "verdict first");
+        let series = t["series"].as_array().unwrap().len();
+        assert_eq!(
+            dom.matches("<figure>").count(),
+            series,
+            "one chart per series"
+        );
+        let ttft_chart = dom
+            .split("<figure>")
+            .find(|f| f.contains("p50_ttft_ms</text>"))
+            .expect("the P50 TTFT chart");
+        assert!(
+            ttft_chart.contains("class=\"change-point\"")
+                && ttft_chart.contains("class=\"segment-mean\""),
+            "{ttft_chart}"
+        );
+    } else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must open trend.html in Chromium: .ci/run installs it"
+        );
+    }
     let junit = std::fs::read_to_string(dir.join("out/trend.xml")).unwrap();
     assert!(junit.contains("name=\"p50_ttft_ms\"><failure"), "{junit}");
     // The last run's own report carries the trend verdict beside the others.

@@ -102,10 +102,12 @@ async fn ground_truth_once() -> Result<(), String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_longer_clip_is_a_longer_prefill() {
-    // 1 s = 50 tokens = 2.5 ms of prefill; 9 s = 450 tokens = 22.5 ms: the server read
-    // the clip at its length, and TTFT shows it.
+    // 1 s = 50 tokens = 25 ms of prefill; 9 s = 450 tokens = 225 ms: the server read
+    // the clip at its length, and TTFT shows it. The prefill is long beside the cost of
+    // sending and reading the longer clip (288 KB against 32 KB), which a busy machine
+    // stretches by a few ms (with three CPU hogs: 1.5 ms on the 1 s clip, 3.5 on the 9 s).
     timing_check(3, || async {
-        let svc = prefill_sim(0.005, 50e-6);
+        let svc = prefill_sim(0.005, 500e-6);
         let resolved = resolve(&svc, false, None).await.unwrap();
         let mut ttft = Vec::new();
         for secs in [1.0, 9.0] {
@@ -117,11 +119,11 @@ async fn a_longer_clip_is_a_longer_prefill() {
             ttft.push(r.summary.stat(Metric::Ttft).unwrap().median);
         }
         let gap = ttft[1] - ttft[0];
-        if (gap - 20.0).abs() < 2.0 {
+        if (gap - 200.0).abs() < 10.0 {
             Ok(())
         } else {
             Err(format!(
-                "TTFT 1 s {:.2} ms, 9 s {:.2} ms: gap {gap:.2}, expected 20",
+                "TTFT 1 s {:.2} ms, 9 s {:.2} ms: gap {gap:.2}, expected 200",
                 ttft[0], ttft[1]
             ))
         }

@@ -160,6 +160,7 @@ async fn trace_replay_sends_at_the_scaled_times() {
 
 #[test]
 fn random_prompts_have_exact_lengths_with_a_real_bpe_tokenizer() {
+    let _cpu = crate::support::heavy();
     use benchplan::plan::dataset::RandomDataset;
     let tok = TokenModel::load(&repo().join("tests/fixtures/tokenizer")).unwrap();
     assert_eq!(

@@ -104,6 +104,7 @@ const BUDGET: &str = "warmup_prompts = 20\nprobe = { multiplier = 3, floor = 30 
 
 #[test]
 fn mode_a_max_concurrency_under_a_tpot_slo() {
+    let _cpu = crate::support::heavy();
     // Load factor 1 + (21 - 1)(c - 1)/(21 - 1) = c on a 1 ms step: mean TPOT = c ms.
     // TPOT <= 11.4 ms holds up to c = 11 and breaks at 12: the answer is 11.
     let report = search(
@@ -137,6 +138,7 @@ fn mode_a_max_concurrency_under_a_tpot_slo() {
 
 #[test]
 fn every_search_run_sees_prompts_the_server_has_not_cached() {
+    let _cpu = crate::support::heavy();
     // Mode A's model with the simulator's prefix cache on and prompts long enough to
     // fill cache blocks: reused prompts would be served from the cache on every rerun.
     let plan = format!(
@@ -219,6 +221,7 @@ fn every_search_run_sees_prompts_the_server_has_not_cached() {
 
 #[test]
 fn mode_b_request_rate_below_saturation() {
+    let _cpu = crate::support::heavy();
     // Two slots, each request 4 + 4 x 4 = 20 ms: capacity 2 / 0.020 s = 100 req/s. Below it
     // TTFT stays near 4 ms; above it the queue grows for the whole run. The SLO is on p90
     // for the reason given at mode C (p99 of a short run is one machine stall).
@@ -243,6 +246,7 @@ fn mode_b_request_rate_below_saturation() {
 
 #[test]
 fn mode_d_smallest_concurrency_that_sustains_a_rate() {
+    let _cpu = crate::support::heavy();
     // At 100 req/s with 15 ms per request, Little's law needs 100 x 0.015 = 1.5 in flight:
     // one slot carries 66 req/s, two carry 133. The answer is 2.
     let report = search(
@@ -284,6 +288,7 @@ fn a_search_that_cannot_meet_its_slo_at_the_minimum_exits_3() {
 
 #[test]
 fn mode_c_rate_under_a_fixed_concurrency_and_mode_e_two_stages() {
+    let _cpu = crate::support::heavy();
     // C: two slots of 20 ms (100 req/s) behind a client cap of 4. Above 100 req/s the
     // server queue holds up to two requests, so TTFT jumps from ~4 ms to ~24 ms for most
     // requests. The SLO is on p90: a p99 over a short run is decided by one stall of a
@@ -337,6 +342,7 @@ fn answer_in(run: &std::path::Path) -> f64 {
 
 #[test]
 fn a_lower_answer_than_the_baseline_search_exits_4() {
+    let _cpu = crate::support::heavy();
     let dir = std::env::temp_dir().join(format!("benchplan-opt-base-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -383,6 +389,7 @@ fn a_lower_answer_than_the_baseline_search_exits_4() {
 
 #[test]
 fn run_runs_the_matrix_then_the_searches() {
+    let _cpu = crate::support::heavy();
     let dir = std::env::temp_dir().join(format!("benchplan-opt-run-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

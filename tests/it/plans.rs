@@ -115,6 +115,7 @@ fn shrunk(plan: &str) -> Vec<&'static str> {
 
 #[test]
 fn every_shipped_plan_runs_on_its_simulators_and_exits_0() {
+    let _cpu = crate::support::heavy();
     let out_root = std::env::temp_dir().join(format!("benchplan-shipped-{}", std::process::id()));
     let mut names: Vec<String> = std::fs::read_dir(repo().join("plans"))
         .unwrap()

@@ -87,6 +87,7 @@ fn elements<'a>(doc: &'a roxmltree::Document<'a>, tag: &str) -> Vec<roxmltree::N
 
 #[test]
 fn every_chart_is_svg_with_one_point_per_case_per_series() {
+    let _cpu = crate::support::heavy();
     let run = sweep();
     let cases = case_ids(run);
     assert_eq!(cases.len(), 6);
@@ -333,6 +334,7 @@ pub(crate) fn dump_dom(chrome: &Path, page: &Path, proxy: u16, profile: &Path) -
 
 #[test]
 fn report_html_opens_in_headless_chromium_with_every_table_and_chart_and_no_request() {
+    let _cpu = crate::support::heavy();
     let Some(chrome) = chromium() else {
         eprintln!(
             "SKIPPED report_html_opens_in_headless_chromium: no chromium on PATH (Debian: apt-get install chromium chromium-driver; .ci/run installs it)"
@@ -464,6 +466,7 @@ p99_ttft = "<= 3s"
 
 #[test]
 fn a_fleet_of_fast_and_slow_services_reads_on_log_axes_with_slo_lines_and_legends_aside() {
+    let _cpu = crate::support::heavy();
     let dir = crate::support::tempdir("fleet");
     let run = run_ok(&dir, FLEET);
     let text = parse_svg(&run.join("charts/throughput_vs_ttft.svg"));

@@ -77,6 +77,7 @@ fn trend(history: &Path, out: &Path) -> (Option<i32>, Value, String) {
 
 #[test]
 fn a_slower_server_from_run_20_is_one_change_point_at_run_20_and_exits_4() {
+    let _cpu = crate::support::heavy();
     let dir = tempdir("trend-step");
     let history = nightly(&dir, 30, 20, "60ms");
     let lines = std::fs::read_to_string(&history).unwrap();
@@ -164,6 +165,7 @@ fn a_slower_server_from_run_20_is_one_change_point_at_run_20_and_exits_4() {
 
 #[test]
 fn thirty_runs_of_an_unchanged_server_exit_0() {
+    let _cpu = crate::support::heavy();
     let dir = tempdir("trend-flat");
     let history = nightly(&dir, 30, usize::MAX, "50ms");
     let (code, t, err) = trend(&history, &dir.join("out"));

@@ -7,8 +7,8 @@ use plotters::prelude::*;
 use serde_json::{Map, Value};
 
 use super::style::{
-    Entry, FONT, Marker, PLOT_WIDTH, SIZE, SLO_GREY, axis_label, color, err, legend, log_range,
-    log_worthy, near_data, range, slo_lines, slo_text, tick,
+    Entry, FONT, Marker, PLOT_WIDTH, SIZE, axis_label, color, draw_slos, err, legend, log_range,
+    log_worthy, mesh, near_data, range, slo_lines,
 };
 use super::{CaseView, Chart, file_part};
 
@@ -133,34 +133,13 @@ fn svg(
         };
         macro_rules! body {
             ($chart:ident, $x0:expr) => {{
-                $chart
-                    .configure_mesh()
-                    .x_desc(format!("{label} (ms)"))
-                    .y_desc("% at or below")
-                    .x_label_formatter(&|v| tick(*v))
-                    .y_label_formatter(&|v| tick(*v))
-                    .label_style((FONT, 12))
-                    // A log axis's many minor lines would grey out a decade.
-                    .light_line_style(if log { TRANSPARENT } else { BLACK.mix(0.1) })
-                    .draw()
-                    .map_err(err)?;
-                for (key, ms) in slos {
-                    $chart
-                        .draw_series(DashedLineSeries::new(
-                            vec![(*ms, 0.0), (*ms, 100.0)],
-                            3,
-                            3,
-                            SLO_GREY.stroke_width(1),
-                        ))
-                        .map_err(err)?;
-                    $chart
-                        .draw_series(std::iter::once(Text::new(
-                            slo_text(key, *ms),
-                            (*ms, 8.0),
-                            (FONT, 11).into_font().color(&SLO_GREY),
-                        )))
-                        .map_err(err)?;
-                }
+                mesh(&mut $chart, &format!("{label} (ms)"), "% at or below", log)?;
+                draw_slos(
+                    &mut $chart,
+                    slos,
+                    |ms| [(ms, 0.0), (ms, 100.0)],
+                    |ms| (ms, 8.0),
+                )?;
                 for (i, (_, pts)) in lines.iter().enumerate() {
                     let pts = pts.iter().copied().filter(|p| p.0 >= $x0);
                     $chart

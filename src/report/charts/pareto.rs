@@ -7,8 +7,8 @@ use plotters::prelude::*;
 use serde_json::{Map, Value};
 
 use super::style::{
-    Entry, FONT, Marker, PLOT_WIDTH, SIZE, SLO_GREY, axis_label, color, err, legend, log_range,
-    log_worthy, near_data, range, slo_lines, slo_text, tick,
+    Entry, FONT, Marker, PLOT_WIDTH, SIZE, axis_label, color, draw_slos, err, legend, log_range,
+    log_worthy, mesh, near_data, range, slo_lines,
 };
 use super::{CaseView, Chart};
 
@@ -137,34 +137,18 @@ fn svg(lines: &[Line], label: &str, slos: &[(String, f64)]) -> Result<String, St
         );
         macro_rules! body {
             ($chart:ident) => {{
-                $chart
-                    .configure_mesh()
-                    .x_desc("output tokens/s")
-                    .y_desc(format!("{label} (ms)"))
-                    .x_label_formatter(&|v| tick(*v))
-                    .y_label_formatter(&|v| tick(*v))
-                    .label_style((FONT, 12))
-                    // A log axis's many minor lines would grey out a decade.
-                    .light_line_style(if log { TRANSPARENT } else { BLACK.mix(0.1) })
-                    .draw()
-                    .map_err(err)?;
-                for (key, ms) in slos {
-                    $chart
-                        .draw_series(DashedLineSeries::new(
-                            vec![(xs.start, *ms), (xs.end, *ms)],
-                            3,
-                            3,
-                            SLO_GREY.stroke_width(1),
-                        ))
-                        .map_err(err)?;
-                    $chart
-                        .draw_series(std::iter::once(Text::new(
-                            slo_text(key, *ms),
-                            (xs.start + (xs.end - xs.start) * 0.01, *ms),
-                            (FONT, 11).into_font().color(&SLO_GREY),
-                        )))
-                        .map_err(err)?;
-                }
+                mesh(
+                    &mut $chart,
+                    "output tokens/s",
+                    &format!("{label} (ms)"),
+                    log,
+                )?;
+                draw_slos(
+                    &mut $chart,
+                    slos,
+                    |ms| [(xs.start, ms), (xs.end, ms)],
+                    |ms| (xs.start + (xs.end - xs.start) * 0.01, ms),
+                )?;
                 for (i, l) in lines.iter().enumerate() {
                     let c = color(i);
                     for p99 in [false, true] {

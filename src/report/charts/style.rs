@@ -1,6 +1,8 @@
 //! One look for every chart: size, fonts, palette, and the plotters error type folded
 //! into a string (a chart that cannot be drawn is skipped with a warning, never fatal).
 
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::prelude::*;
 use plotters::style::RGBColor;
 
 pub const SIZE: (u32, u32) = (760, 440);
@@ -208,6 +210,64 @@ pub fn slo_lines<'a>(
         }
     }
     out
+}
+
+/// The grid and axis titles of a latency chart: ticks as people write numbers, and no
+/// minor lines on a log axis (they would grey out a decade).
+pub fn mesh<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    x_desc: &str,
+    y_desc: &str,
+    log: bool,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .label_style((FONT, 12))
+        .light_line_style(if log { TRANSPARENT } else { BLACK.mix(0.1) })
+        .draw()
+        .map_err(err)
+}
+
+/// Each SLO (key, threshold in ms) as a dashed grey line from `line(ms)` and its words
+/// at `label_at(ms)`: upright on a latency x axis, across on a latency y axis.
+pub fn draw_slos<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    slos: &[(String, f64)],
+    line: impl Fn(f64) -> [(f64, f64); 2],
+    label_at: impl Fn(f64) -> (f64, f64),
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (key, ms) in slos {
+        chart
+            .draw_series(DashedLineSeries::new(
+                line(*ms),
+                3,
+                3,
+                SLO_GREY.stroke_width(1),
+            ))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                slo_text(key, *ms),
+                label_at(*ms),
+                (FONT, 11).into_font().color(&SLO_GREY),
+            )))
+            .map_err(err)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

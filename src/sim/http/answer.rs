@@ -119,6 +119,65 @@ pub(super) fn submit(state: &State, job: Job) -> Result<(), Box<Resp>> {
     })
 }
 
+/// What names one answer: its request number, id, object and creation time, and the
+/// seed its output text is drawn from.
+struct Named {
+    n: u64,
+    id: String,
+    object: &'static str,
+    created: u64,
+    seed: u64,
+}
+
+impl Named {
+    fn next(state: &State, api: Api) -> Named {
+        let n = state.next_request.fetch_add(1, Relaxed);
+        let (id, object) = match api {
+            Api::Completions => (format!("cmpl-{n}"), "text_completion"),
+            Api::Chat => (format!("chatcmpl-{n}"), "chat.completion.chunk"),
+            Api::Responses => (format!("resp_{n}"), "response"),
+            Api::Transcription => (format!("trsc-{n}"), "transcription.chunk"),
+        };
+        Named {
+            n,
+            id,
+            object,
+            created: now_unix(),
+            seed: n.wrapping_mul(104_729) ^ state.config.seed,
+        }
+    }
+}
+
+/// Admits a job to the engine and returns the channel its events come on.
+fn enqueue(
+    state: &State,
+    prompt: Vec<u32>,
+    max_tokens: u64,
+    body: Option<&Value>,
+) -> Result<tokio::sync::mpsc::UnboundedReceiver<Event>, Box<Resp>> {
+    admit(state)?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let job = Job {
+        prompt,
+        max_tokens,
+        min_tokens: body
+            .and_then(|b| b.get("min_tokens"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        // A pooling job (no body) has no output to end early.
+        ignore_eos: body.is_none_or(|b| {
+            b.get("ignore_eos")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        }),
+        pooling: body.is_none(),
+        arrived: Instant::now(),
+        events: tx,
+    };
+    submit(state, job)?;
+    Ok(rx)
+}
+
 pub(super) async fn generate(
     state: Arc<State>,
     body: &Value,
@@ -148,86 +207,92 @@ pub(super) async fn generate(
             ),
         );
     }
-    if let Err(r) = admit(&state) {
-        return *r;
-    }
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let job = Job {
-        prompt,
-        max_tokens,
-        min_tokens: body.get("min_tokens").and_then(Value::as_u64).unwrap_or(0),
-        ignore_eos: body
-            .get("ignore_eos")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        pooling: false,
-        arrived: Instant::now(),
-        events: tx,
+    let rx = match enqueue(&state, prompt, max_tokens, Some(body)) {
+        Ok(rx) => rx,
+        Err(r) => return *r,
     };
-    if let Err(r) = submit(&state, job) {
-        return *r;
-    }
-    let n = state.next_request.fetch_add(1, Relaxed);
-    let seed = n.wrapping_mul(104_729) ^ c.seed;
-    let (id, object) = match api {
-        Api::Completions => (format!("cmpl-{n}"), "text_completion"),
-        Api::Chat => (format!("chatcmpl-{n}"), "chat.completion.chunk"),
-        Api::Responses => (format!("resp_{n}"), "response"),
-        Api::Transcription => (format!("trsc-{n}"), "transcription.chunk"),
-    };
-    let model = serde_json::to_string(&c.model).expect("string serialises");
-    let created = now_unix();
+    let named = Named::next(&state, api);
     if body.get("stream").and_then(Value::as_bool) == Some(true) {
-        let include_usage = body
-            .pointer("/stream_options/include_usage")
-            .and_then(Value::as_bool)
-            == Some(true);
-        let continuous_usage = body
-            .pointer("/stream_options/continuous_usage_stats")
-            .and_then(Value::as_bool)
-            == Some(true);
-        let (head, usage_head) = if api == Api::Responses {
-            (
-                format!(
-                    r#"event: response.output_text.delta{nl}data: {{"type":"response.output_text.delta","item_id":"msg_{n}","output_index":0,"content_index":0,"delta":""#,
-                    nl = "\n"
-                ),
-                format!(
-                    r#"{{"id":"{id}","object":"{object}","created_at":{created},"model":{model},"#
-                ),
-            )
-        } else {
-            let usage_head = format!(
-                r#"data: {{"id":"{id}","object":"{object}","created":{created},"model":{model},"#
-            );
-            (
-                format!(r#"{usage_head}"choices":[{{"index":0,"#),
-                usage_head,
-            )
-        };
-        let stream = SseStream {
-            events: rx,
-            api,
-            head,
-            usage_head,
-            include_usage,
-            continuous_usage,
-            prompt_tokens: p,
-            seed,
-            table: state.outputs.clone(),
-            finished: false,
-            completion_tokens: 0,
-            cut: None,
-            trace,
-        };
-        return Response::builder()
-            .header("content-type", "text/event-stream")
-            .header("cache-control", "no-cache")
-            .body(SimBody::Sse(Box::new(stream)))
-            .expect("valid response");
+        streamed(&state, body, rx, named, p, trace, api)
+    } else {
+        whole(&state, rx, named, p, api).await
     }
-    // Not streamed: answer once the whole output exists.
-    let mut rx = rx;
+}
+
+/// A streamed answer: the SSE body sends each token as the engine makes it.
+fn streamed(
+    state: &State,
+    body: &Value,
+    rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    named: Named,
+    prompt_tokens: u64,
+    trace: Option<Trace>,
+    api: Api,
+) -> Resp {
+    let Named {
+        n,
+        id,
+        object,
+        created,
+        seed,
+    } = named;
+    let model = serde_json::to_string(&state.config.model).expect("string serialises");
+    let option = |key: &str| body.pointer(key).and_then(Value::as_bool) == Some(true);
+    let (head, usage_head) = if api == Api::Responses {
+        (
+            format!(
+                r#"event: response.output_text.delta{nl}data: {{"type":"response.output_text.delta","item_id":"msg_{n}","output_index":0,"content_index":0,"delta":""#,
+                nl = "\n"
+            ),
+            format!(r#"{{"id":"{id}","object":"{object}","created_at":{created},"model":{model},"#),
+        )
+    } else {
+        let usage_head = format!(
+            r#"data: {{"id":"{id}","object":"{object}","created":{created},"model":{model},"#
+        );
+        (
+            format!(r#"{usage_head}"choices":[{{"index":0,"#),
+            usage_head,
+        )
+    };
+    let stream = SseStream {
+        events: rx,
+        api,
+        head,
+        usage_head,
+        include_usage: option("/stream_options/include_usage"),
+        continuous_usage: option("/stream_options/continuous_usage_stats"),
+        prompt_tokens,
+        seed,
+        table: state.outputs.clone(),
+        finished: false,
+        completion_tokens: 0,
+        cut: None,
+        trace,
+    };
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(SimBody::Sse(Box::new(stream)))
+        .expect("valid response")
+}
+
+/// An answer not streamed: sent once the whole output exists, in the API's shape.
+async fn whole(
+    state: &State,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    named: Named,
+    p: u64,
+    api: Api,
+) -> Resp {
+    let Named {
+        n,
+        id,
+        created,
+        seed,
+        ..
+    } = named;
+    let model = &state.config.model;
     let mut text = String::new();
     let mut finish = None;
     let mut cached = 0;
@@ -261,41 +326,29 @@ pub(super) async fn generate(
     }
     let usage: Value = serde_json::from_str(&format!("{{{}}}", usage_json(p, produced, cached)))
         .expect("usage JSON");
-    if api == Api::Responses {
-        let u = &usage["usage"];
-        return json_response(
-            StatusCode::OK,
-            &json!({"id": id, "object": "response", "created_at": created, "model": c.model, "status": "completed",
+    let finish_reason = finish.map_or("length", Finish::as_str);
+    let answer = match api {
+        Api::Responses => {
+            let u = &usage["usage"];
+            json!({"id": id, "object": "response", "created_at": created, "model": model, "status": "completed",
                 "output": [{"type": "message", "id": format!("msg_{n}"), "role": "assistant", "status": "completed",
                     "content": [{"type": "output_text", "text": text, "annotations": []}]}],
                 "usage": {"input_tokens": u["prompt_tokens"], "input_tokens_details": {"cached_tokens": cached},
                     "output_tokens": u["completion_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
-                    "total_tokens": u["total_tokens"]}}),
-        );
-    }
-    if api == Api::Transcription {
-        return json_response(
-            StatusCode::OK,
-            &json!({"text": text, "usage": usage["usage"]}),
-        );
-    }
-    let choice = match api {
+                    "total_tokens": u["total_tokens"]}})
+        }
+        Api::Transcription => json!({"text": text, "usage": usage["usage"]}),
         Api::Completions => {
-            json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish.map_or("length", Finish::as_str)})
+            let choice =
+                json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish_reason});
+            json!({"id": id, "object": "text_completion", "created": created, "model": model, "choices": [choice], "usage": usage["usage"]})
         }
-        _ => {
-            json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": finish.map_or("length", Finish::as_str)})
+        Api::Chat => {
+            let choice = json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": finish_reason});
+            json!({"id": id, "object": "chat.completion", "created": created, "model": model, "choices": [choice], "usage": usage["usage"]})
         }
     };
-    let object = if api == Api::Chat {
-        "chat.completion"
-    } else {
-        "text_completion"
-    };
-    json_response(
-        StatusCode::OK,
-        &json!({"id": id, "object": object, "created": created, "model": c.model, "choices": [choice], "usage": usage["usage"]}),
-    )
+    json_response(StatusCode::OK, &answer)
 }
 
 pub(super) enum Pooling {
@@ -345,22 +398,10 @@ pub(super) async fn pooling(state: Arc<State>, body: &Value, kind: Pooling) -> R
     };
     let prompt: Vec<u32> = texts.iter().flat_map(|t| state.tokens.encode(t)).collect();
     let p = prompt.len() as u64;
-    if let Err(r) = admit(&state) {
-        return *r;
-    }
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let job = Job {
-        prompt,
-        max_tokens: 0,
-        min_tokens: 0,
-        ignore_eos: true,
-        pooling: true,
-        arrived: Instant::now(),
-        events: tx,
+    let mut rx = match enqueue(&state, prompt, 0, None) {
+        Ok(rx) => rx,
+        Err(r) => return *r,
     };
-    if let Err(r) = submit(&state, job) {
-        return *r;
-    }
     if rx.recv().await.is_none() {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -180,7 +180,7 @@ fn usage_totals(addr: &str, chat: bool) -> (u64, u64) {
 
 #[test]
 fn llama_cpp_python_chat_and_completions_work_on_the_first_try_with_server_tokens() {
-    let _cpu = crate::support::heavy();
+    let _cpu = crate::support::alone();
     let Some(server) = LlamaServer::start("the llama-cpp-python bench test") else {
         return;
     };
@@ -266,7 +266,7 @@ fn llama_cpp_python_chat_and_completions_work_on_the_first_try_with_server_token
 
 #[test]
 fn llama_cpp_python_run_reports_the_refused_prefix_cache_reset() {
-    let _cpu = crate::support::heavy();
+    let _cpu = crate::support::alone();
     let Some(server) = LlamaServer::start("the llama-cpp-python run test") else {
         return;
     };

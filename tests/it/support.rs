@@ -146,11 +146,12 @@ impl Drop for SimProcess {
     }
 }
 
-/// The suite's CPU: timing checks hold it alone ([`quiet`]), tests that load both cores
-/// share it ([`heavy`]). libtest runs two tests at a time on two cores, and a timing
-/// check beside a CPU-heavy test measures the scheduler, not the code: in CI the
-/// ground-truth checks failed all their attempts while llama-cpp-python's server (20 s
-/// of CPU in 21 s) answered on the other thread.
+/// The suite's CPU: timing checks and tests that spin both cores hold it alone
+/// ([`alone`]), tests that load it share it ([`heavy`]). libtest runs two tests at a
+/// time on two cores, and a timing check beside a CPU-heavy test measures the
+/// scheduler, not the code: in CI the ground-truth checks failed all their attempts
+/// while llama-cpp-python's server answered on the other thread. Tests that take
+/// neither run beside anything (most take well under a second of CPU).
 static CPU: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 thread_local! {
@@ -190,19 +191,21 @@ fn hold(alone: bool) -> CpuHold {
     CpuHold { _guard: guard }
 }
 
-/// Waits until no heavy test and no other timing check runs, then holds the CPU alone.
-pub fn quiet() -> CpuHold {
+/// Waits until no other test that takes the CPU runs, then holds it alone: for a timing
+/// check, and for a test whose server spins both cores (llama-cpp-python's: 20 s of
+/// CPU in 21 s), which would stretch any latency measured beside it.
+pub fn alone() -> CpuHold {
     hold(true)
 }
 
 /// Marks a test that loads the CPU (measured with `/usr/bin/time` on each test alone:
-/// over 1.5 s of CPU, or a third-party server or browser that spins both cores), so no
-/// timing check runs beside it. Heavy tests run beside each other and the rest.
+/// over 1.5 s of CPU, or a browser), so no timing check runs beside it. Heavy tests
+/// run beside each other and beside the tests that take nothing.
 pub fn heavy() -> CpuHold {
     hold(false)
 }
 
-/// Runs a wall-clock model check, alone on the CPU ([`quiet`]), up to `attempts` times
+/// Runs a wall-clock model check, alone on the CPU ([`alone`]), up to `attempts` times
 /// and passes on the first attempt that meets it. A check of absolute latencies (the
 /// simulator honours 20 ms, the client measures it) is exact on an idle machine but
 /// fails when a busy host delays the simulator's own wake-ups for a whole run (seen
@@ -214,7 +217,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
 {
-    let _alone = quiet();
+    let _alone = alone();
     let mut failures = Vec::new();
     for attempt in 0..attempts {
         if attempt > 0 {
@@ -233,7 +236,7 @@ where
 
 /// [`timing_check`] for checks that run no async code (subprocesses, threads).
 pub fn timing_check_sync(attempts: usize, mut check: impl FnMut() -> Result<(), String>) {
-    let _alone = quiet();
+    let _alone = alone();
     let mut failures = Vec::new();
     for attempt in 0..attempts {
         if attempt > 0 {

@@ -547,12 +547,7 @@ fn a_killed_run_resumes_to_the_same_set_of_results() {
         &sim_plan("10ms", "").replace("num_prompts = 30", "num_prompts = 31"),
     );
     let out = benchplan(&["run", &changed, "--resume", b.to_str().unwrap(), "--quiet"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("the plan changed since that run"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::exits_saying(&out, 2, "the plan changed since that run");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -880,12 +875,7 @@ fn a_service_has_its_own_slos_and_defaults_over_the_plans() {
     // A service default that is no case parameter is refused where it is written.
     let bad = write_plan(&dir, &text.replace("num_prompts = 20", "num_prompt = 20"));
     let out = benchplan(&["validate", &bad]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("services.b.defaults"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::exits_saying(&out, 2, "services.b.defaults");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -900,12 +890,7 @@ fn only_runs_a_subset_into_a_new_folder_or_again_in_place() {
     let rs = r.to_str().unwrap();
     // A service name: its cases only, into a new folder.
     let out = benchplan(&["run", &plan, "--results-dir", rs, "--quiet", "--only", "b"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("--only: 2 of 4 cases"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::exits_saying(&out, 0, "--only: 2 of 4 cases");
     let sub = batch_dir(&r);
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(sub.join("manifest.json")).unwrap()).unwrap();
@@ -948,12 +933,7 @@ fn only_runs_a_subset_into_a_new_folder_or_again_in_place() {
         "--only",
         &one,
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("1 of them run again (--only)"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::exits_saying(&out, 0, "1 of them run again (--only)");
     let after: Vec<String> = ids.iter().map(|id| read(id)).collect();
     assert_ne!(before[0], after[0], "the picked case ran again");
     assert_eq!(before[1..], after[1..], "the others kept their results");

@@ -131,12 +131,7 @@ fn shards_from_job_completion_index_split_the_plan_by_service() {
         "--results-dir",
         results.to_str().unwrap(),
     ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("4 shards but the plan has only 3 services"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::exits_saying(&out, 2, "4 shards but the plan has only 3 services");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -272,12 +267,7 @@ fn a_plan_run_whole_and_as_merged_shards_gives_the_same_cases_and_a_missing_shar
         "--results-dir".as_ref(),
         dir.join("m2").as_ref(),
     ]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("shard 1/3 missing (2 of 6 cases not covered)"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::exits_saying(&out, 1, "shard 1/3 missing (2 of 6 cases not covered)");
     let out = bin(&[
         "merge".as_ref(),
         "--allow-partial".as_ref(),
@@ -433,8 +423,7 @@ fn repeats_split_over_shards_pool_every_request_and_the_merge_compares_with_a_ba
         ])
     };
     let out = merge(&whole_run, &merged);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stderr(&out).contains("0 regression(s)"), "{}", stderr(&out));
+    crate::support::exits_saying(&out, 0, "0 regression(s)");
     let run = batch_dir(&merged);
     for (id, w) in &cases {
         assert_pooled(&run, id);
@@ -480,8 +469,7 @@ fn repeats_split_over_shards_pool_every_request_and_the_merge_compares_with_a_ba
         std::fs::write(fast.join(format!("{id}.json")), w.to_string()).unwrap();
     }
     let out = merge(&fast, &dir.join("merged2"));
-    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    assert!(stderr(&out).contains("2 regression(s)"), "{}", stderr(&out));
+    crate::support::exits_saying(&out, 4, "2 regression(s)");
     std::fs::remove_dir_all(&dir).ok();
 }
 

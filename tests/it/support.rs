@@ -109,6 +109,14 @@ pub fn prefill_sim(overhead: f64, per_token: f64) -> benchplan::plan::Service {
     )
 }
 
+/// Asserts that a command exited with `code` and said `words` on stderr.
+#[track_caller]
+pub fn exits_saying(o: &Output, code: i32, words: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    assert!(err.contains(words), "wanted {words:?} in:\n{err}");
+}
+
 /// `benchplan sim --port 0` in its own process, killed on drop.
 pub struct SimProcess {
     child: std::process::Child,

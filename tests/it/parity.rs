@@ -19,18 +19,15 @@ use crate::support::{benchplan, read_request, repo, stderr, tempdir};
 
 use crate::support::sim_service as sim;
 
+/// The shared random case at concurrency 4 with vLLM's default percentiles (the
+/// results here are read as `vllm bench serve` writes them).
 fn random(backend: Backend, n: u64, input: u64, output: u64) -> CaseParams {
+    let defaults = CaseParams::default();
     CaseParams {
-        backend: Some(backend),
-        num_prompts: n,
-        dataset: Dataset::Random(RandomDataset {
-            input_len: input,
-            output_len: output,
-            ..RandomDataset::default()
-        }),
-        ignore_eos: Some(true),
         max_concurrency: Some(4),
-        ..CaseParams::default()
+        percentile_metrics: defaults.percentile_metrics,
+        metric_percentiles: defaults.metric_percentiles,
+        ..crate::support::random_case(backend, n, input, output)
     }
 }
 

@@ -410,9 +410,11 @@ pub fn run(cli: Cli) -> Exit {
         } => crate::commands::trend::run(&crate::commands::trend::TrendArgs {
             history,
             settings: crate::trend::analyze::TrendSettings {
-                window,
-                max_pvalue,
-                min_magnitude,
+                change: crate::trend::edivisive::Settings {
+                    window,
+                    max_pvalue,
+                    min_magnitude,
+                },
                 recent: last,
             },
             out,

@@ -25,11 +25,11 @@ pub fn run(args: &TrendArgs) -> Exit {
         eprintln!("error: unknown --format `{}`; use md or json", args.format);
         return Exit::BadPlan;
     }
-    if args.settings.window < 2 {
+    if args.settings.change.window < 2 {
         eprintln!("error: --window must be at least 2");
         return Exit::BadPlan;
     }
-    if !(args.settings.max_pvalue > 0.0 && args.settings.max_pvalue < 1.0) {
+    if !(args.settings.change.max_pvalue > 0.0 && args.settings.change.max_pvalue < 1.0) {
         eprintln!("error: --max-pvalue must be between 0 and 1");
         return Exit::BadPlan;
     }

@@ -99,9 +99,8 @@ pub struct BackendSpec {
     pub backend: Backend,
     /// As written in plans and on the command line.
     pub name: &'static str,
-    /// The endpoint used when the plan gives none.
-    pub default_endpoint: &'static str,
-    /// Every path the simulator serves for it (the default endpoint first).
+    /// Every path the simulator serves for it; the first is the endpoint used when the
+    /// plan gives none.
     pub endpoints: &'static [&'static str],
     /// Endings an endpoint must have (vLLM's `_validate_api_url`; `profile` fits any).
     pub endpoint_suffixes: &'static [&'static str],
@@ -124,7 +123,6 @@ pub const BACKENDS: [BackendSpec; 7] = [
     BackendSpec {
         backend: Backend::Vllm,
         name: "vllm",
-        default_endpoint: "/v1/completions",
         endpoints: &["/v1/completions"],
         endpoint_suffixes: &["completions"],
         body: BodyForm::Json,
@@ -137,7 +135,6 @@ pub const BACKENDS: [BackendSpec; 7] = [
     BackendSpec {
         backend: Backend::Openai,
         name: "openai",
-        default_endpoint: "/v1/completions",
         endpoints: &["/v1/completions"],
         endpoint_suffixes: &["completions"],
         body: BodyForm::Json,
@@ -150,7 +147,6 @@ pub const BACKENDS: [BackendSpec; 7] = [
     BackendSpec {
         backend: Backend::OpenaiChat,
         name: "openai-chat",
-        default_endpoint: "/v1/chat/completions",
         endpoints: &["/v1/chat/completions"],
         endpoint_suffixes: &["chat/completions"],
         body: BodyForm::Json,
@@ -163,7 +159,6 @@ pub const BACKENDS: [BackendSpec; 7] = [
     BackendSpec {
         backend: Backend::OpenaiResponses,
         name: "openai-responses",
-        default_endpoint: "/v1/responses",
         endpoints: &["/v1/responses"],
         endpoint_suffixes: &["responses"],
         body: BodyForm::Json,
@@ -176,7 +171,6 @@ pub const BACKENDS: [BackendSpec; 7] = [
     BackendSpec {
         backend: Backend::OpenaiAudio,
         name: "openai-audio",
-        default_endpoint: "/v1/audio/transcriptions",
         endpoints: &["/v1/audio/transcriptions", "/v1/audio/translations"],
         endpoint_suffixes: &["transcriptions", "translations"],
         body: BodyForm::Multipart,
@@ -193,7 +187,6 @@ pub const BACKENDS: [BackendSpec; 7] = [
     BackendSpec {
         backend: Backend::OpenaiEmbeddings,
         name: "openai-embeddings",
-        default_endpoint: "/v1/embeddings",
         endpoints: &["/v1/embeddings"],
         endpoint_suffixes: &["embeddings"],
         body: BodyForm::Json,
@@ -206,7 +199,6 @@ pub const BACKENDS: [BackendSpec; 7] = [
     BackendSpec {
         backend: Backend::VllmRerank,
         name: "vllm-rerank",
-        default_endpoint: "/v1/rerank",
         endpoints: &["/v1/rerank", "/rerank"],
         endpoint_suffixes: &["rerank"],
         body: BodyForm::Json,
@@ -243,7 +235,7 @@ impl Backend {
 
     /// The endpoint used when the plan gives none.
     pub fn default_endpoint(self) -> &'static str {
-        self.spec().default_endpoint
+        self.spec().endpoints[0]
     }
 
     /// Whether an endpoint path fits this backend (vLLM also accepts `profile`).
@@ -251,9 +243,10 @@ impl Backend {
         let e = endpoint.trim_end_matches('/');
         let suffix_ok =
             self.spec().endpoint_suffixes.iter().any(|s| e.ends_with(s)) || e.ends_with("profile");
-        // `/v1/chat/completions` also ends with `completions`: the completions backends must not take it.
+        // `/v1/chat/completions` also ends with `completions`: only a backend that names
+        // the chat suffix takes it.
         let chat = e.ends_with("chat/completions");
-        suffix_ok && (matches!(self, Backend::OpenaiChat) || !chat)
+        suffix_ok && (!chat || self.spec().endpoint_suffixes.contains(&"chat/completions"))
     }
 
     /// Pooling backends answer once, without streaming, and take no sampling parameters.
@@ -278,7 +271,6 @@ mod tests {
             assert_eq!(BACKENDS[i].backend, *b);
             assert_eq!(serde_json::to_value(b).unwrap(), b.name());
             assert_eq!(b.to_possible_value().unwrap().get_name(), b.name());
-            assert_eq!(b.spec().endpoints[0], b.default_endpoint());
             assert!(b.accepts_endpoint(b.default_endpoint()), "{}", b.name());
         }
     }

@@ -108,18 +108,9 @@ pub fn load_results(dir: &Path) -> Result<IndexMap<String, Map<String, Value>>, 
     files.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
     let mut read = Vec::new();
     for f in files {
-        let text =
-            std::fs::read_to_string(&f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
-        // vLLM's --append-result files hold one object per line: take the last.
-        let last = text
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        let v: Value = serde_json::from_str(&text)
-            .or_else(|_| serde_json::from_str(last))
-            .map_err(|e| format!("{} is not a result JSON: {e}", f.display()))?;
-        let Value::Object(m) = v else { continue };
+        let Value::Object(m) = crate::results::read::read_file(&f)? else {
+            continue;
+        };
         let id = CaseFile::new(&m)
             .case_id()
             .map(str::to_string)

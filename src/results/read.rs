@@ -3,11 +3,28 @@
 //! holds what. The SLOs, the report, repeats, optimize, sweep, compare, resume and the
 //! executor read results through [`CaseFile`]; none of them names a key.
 
+use std::path::Path;
+
 use serde_json::{Map, Value};
 
 use crate::metrics::hist;
 use crate::plan::params::Metric;
 use crate::slo::{Measured, Stat, Verdict};
+
+/// A result file's JSON: the whole file, or for vLLM's `--append-result` files (one
+/// object per line) the last line.
+pub fn read_file(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    serde_json::from_str(&text)
+        .or_else(|_| serde_json::from_str(last))
+        .map_err(|e| format!("{} is not a result JSON: {e}", path.display()))
+}
 
 /// A result file's JSON, read through typed accessors (borrowed: nothing is copied).
 #[derive(Debug, Clone, Copy)]

@@ -51,23 +51,20 @@ pub struct Trend {
     pub regressions: usize,
 }
 
-/// How the history was judged.
+/// How the history was judged: Otava's settings, and how recent a regression must be.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct TrendSettings {
-    pub window: usize,
-    pub max_pvalue: f64,
-    pub min_magnitude: f64,
-    /// A regression counts when its change point is among the newest this many runs.
+    #[serde(flatten)]
+    pub change: Settings,
+    /// A regression counts when its change point is among the newest this many runs
+    /// (10 by default: a change is seen a few runs after it happened).
     pub recent: usize,
 }
 
 impl Default for TrendSettings {
     fn default() -> Self {
-        let s = Settings::default();
         TrendSettings {
-            window: s.window,
-            max_pvalue: s.max_pvalue,
-            min_magnitude: s.min_magnitude,
+            change: Settings::default(),
             recent: 10,
         }
     }
@@ -103,16 +100,11 @@ pub fn analyze(entries: &[Entry], settings: &TrendSettings) -> Trend {
             }
         }
     }
-    let cp_settings = Settings {
-        window: settings.window,
-        max_pvalue: settings.max_pvalue,
-        min_magnitude: settings.min_magnitude,
-    };
     let mut series: Vec<Series> = by.into_values().collect();
     let mut regressions = 0;
     for s in &mut series {
         let up_is_good = crate::report::compare::higher_is_better(&s.metric);
-        s.changes = change_points(&s.values, &cp_settings)
+        s.changes = change_points(&s.values, &settings.change)
             .into_iter()
             .map(|c| {
                 let change = c.stats.forward_change();

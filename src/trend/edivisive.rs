@@ -18,7 +18,7 @@ use crate::report::significance::student_t_sf;
 
 /// Otava's settings (its defaults: a window of 50, `max_pvalue` 0.001, no minimum
 /// magnitude).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Settings {
     pub window: usize,
     pub max_pvalue: f64,

@@ -217,11 +217,9 @@ fn stem(p: &Path) -> String {
 }
 
 fn read_result(path: &Path) -> Result<Map<String, Value>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    match serde_json::from_str(&text) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(format!("{}: not a result object", path.display())),
-        Err(e) => Err(format!("{}: not a result JSON: {e}", path.display())),
+    match crate::results::read::read_file(path)? {
+        Value::Object(m) => Ok(m),
+        _ => Err(format!("{}: not a result object", path.display())),
     }
 }
 

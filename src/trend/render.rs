@@ -39,7 +39,7 @@ pub fn markdown(t: &Trend) -> String {
     let _ = writeln!(
         s,
         "Change points by E-divisive means with a Student's t-test (Apache Otava's method): window {}, max p-value {}, min magnitude {}.\n",
-        t.settings.window, t.settings.max_pvalue, t.settings.min_magnitude
+        t.settings.change.window, t.settings.change.max_pvalue, t.settings.change.min_magnitude
     );
     let changed: Vec<&Series> = t.series.iter().filter(|s| !s.changes.is_empty()).collect();
     if changed.is_empty() {

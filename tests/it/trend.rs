@@ -197,7 +197,8 @@ fn history_import_reads_run_folders_and_vllm_result_files() {
     assert_eq!(first["metrics"]["p99_ttft_ms"]["n"], 6);
     assert!(first["histograms_us"]["ttft"].as_str().is_some());
     // A plain `vllm bench serve` result file appends as its own run, dated by vLLM's
-    // `date` and named by its file.
+    // `date` and named by its file; an `--append-result` file (one run a line) by its
+    // last line, as compare reads it.
     let case = std::fs::read_dir(&fixture)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -205,9 +206,11 @@ fn history_import_reads_run_folders_and_vllm_result_files() {
         .unwrap();
     let mut v: Value = serde_json::from_str(&std::fs::read_to_string(case).unwrap()).unwrap();
     v.as_object_mut().unwrap().remove("benchplan");
+    v["date"] = "20260228-090000".into();
+    let older = v.to_string();
     v["date"] = "20260301-142530".into();
     let file = dir.join("openai-infqps-concurrency1-m-20260301-142530.json");
-    std::fs::write(&file, v.to_string()).unwrap();
+    std::fs::write(&file, format!("{older}\n{v}\n")).unwrap();
     let out = benchplan(&[
         "history",
         "import",

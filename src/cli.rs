@@ -189,9 +189,9 @@ pub enum Command {
         /// Write a JUnit XML file.
         #[arg(long)]
         junit: Option<PathBuf>,
-        /// What to print: md, or json (every series with its change points).
-        #[arg(long, default_value = "md")]
-        format: String,
+        /// What to print.
+        #[arg(long, value_enum, default_value_t = crate::commands::trend::TrendFormat::Md)]
+        format: crate::commands::trend::TrendFormat,
     },
     /// A plan's history of runs.
     History {

@@ -7,6 +7,15 @@ use crate::exit::Exit;
 use crate::trend::analyze::{TrendSettings, analyze};
 use crate::trend::{history, render};
 
+/// What `trend` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrendFormat {
+    /// The markdown report, verdict first.
+    Md,
+    /// Every series with its change points.
+    Json,
+}
+
 /// What `trend` was asked.
 #[derive(Debug, Clone)]
 pub struct TrendArgs {
@@ -14,17 +23,12 @@ pub struct TrendArgs {
     pub settings: TrendSettings,
     pub out: Option<PathBuf>,
     pub junit: Option<PathBuf>,
-    /// What to print: `md` or `json`.
-    pub format: String,
+    pub format: TrendFormat,
 }
 
 /// Judges the history: prints the markdown, writes the files asked for, appends the
 /// step summary in a GitHub job. Exit 4 on a recent regression, 2 on bad input.
 pub fn run(args: &TrendArgs) -> Exit {
-    if !matches!(args.format.as_str(), "md" | "json") {
-        eprintln!("error: unknown --format `{}`; use md or json", args.format);
-        return Exit::BadPlan;
-    }
     if args.settings.change.window < 2 {
         eprintln!("error: --window must be at least 2");
         return Exit::BadPlan;
@@ -64,13 +68,8 @@ pub fn run(args: &TrendArgs) -> Exit {
             code = code.worst(Exit::Runtime);
         }
     }
-    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY")
-        && let Err(e) =
-            crate::files::append_json_line(Path::new(&summary), render::summary(&trend).as_bytes())
-    {
-        eprintln!("warning: cannot append to $GITHUB_STEP_SUMMARY: {e}");
-    }
-    if args.format == "json" {
+    crate::report::write::append_step_summary(&render::summary(&trend));
+    if args.format == TrendFormat::Json {
         println!(
             "{}",
             serde_json::to_string_pretty(&trend).expect("a trend serialises")

@@ -150,17 +150,11 @@ pub fn write_reports(
             unwritten.push(file.to_string());
         }
     }
-    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") {
+    if std::env::var_os("GITHUB_STEP_SUMMARY").is_some() {
         // The verdict and what failed, not the whole report: GitHub caps a step summary
         // at 1 MiB and cannot show the charts' relative links.
         match super::render("summary.md.j2", super::SUMMARY_MD, report) {
-            Ok(text) => {
-                let text = format!("{}\n", text.trim_end());
-                if let Err(e) = crate::files::append_json_line(Path::new(&summary), text.as_bytes())
-                {
-                    eprintln!("warning: cannot append to $GITHUB_STEP_SUMMARY: {e}");
-                }
-            }
+            Ok(text) => append_step_summary(&text),
             Err(e) => eprintln!("warning: no step summary: {e}"),
         }
     }
@@ -175,5 +169,17 @@ pub fn write_reports(
             unwritten.join(", ")
         );
         Exit::Runtime
+    }
+}
+
+/// Appends markdown to the job's step summary in a GitHub job (`$GITHUB_STEP_SUMMARY`),
+/// a blank line from what an earlier step wrote; a failure to append is a warning.
+pub fn append_step_summary(text: &str) {
+    let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") else {
+        return;
+    };
+    let text = format!("{}\n", text.trim_end());
+    if let Err(e) = crate::files::append_json_line(Path::new(&summary), text.as_bytes()) {
+        eprintln!("warning: cannot append to $GITHUB_STEP_SUMMARY: {e}");
     }
 }

@@ -57,22 +57,33 @@ fn nightly(dir: &Path, runs: usize, from: usize, slow: &str) -> std::path::PathB
 
 /// `benchplan trend` as JSON, with a minimum magnitude of 5%: a busy runner's numbers
 /// drift by 1-2% over 30 runs, which Otava's default (no minimum) would report too.
+/// As in a GitHub job, its step summary goes to `out/step-summary.md`.
 fn trend(history: &Path, out: &Path) -> (Option<i32>, Value, String) {
-    let o = benchplan(&[
-        "trend",
-        history.to_str().unwrap(),
-        "--min-magnitude",
-        "0.05",
-        "--format",
-        "json",
-        "--out",
-        out.to_str().unwrap(),
-        "--junit",
-        out.join("trend.xml").to_str().unwrap(),
-    ]);
+    std::fs::create_dir_all(out).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_benchplan"))
+        .args([
+            "trend",
+            history.to_str().unwrap(),
+            "--min-magnitude",
+            "0.05",
+            "--format",
+            "json",
+            "--out",
+            out.to_str().unwrap(),
+            "--junit",
+            out.join("trend.xml").to_str().unwrap(),
+        ])
+        .env("GITHUB_STEP_SUMMARY", out.join("step-summary.md"))
+        .output()
+        .unwrap();
     let v: Value =
         serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
     (o.status.code(), v, stderr(&o))
+}
+
+/// The step summary `trend` appended.
+fn step_summary(out: &Path) -> String {
+    std::fs::read_to_string(out.join("step-summary.md")).unwrap()
 }
 
 #[test]
@@ -149,6 +160,18 @@ fn a_slower_server_from_run_20_is_one_change_point_at_run_20_and_exits_4() {
             "CI must open trend.html in Chromium: .ci/run installs it"
         );
     }
+    // The step summary: the verdict first, then the regressed series.
+    let summary = step_summary(&dir.join("out"));
+    assert!(
+        summary.starts_with("## Trend\n\n**REGRESSION**"),
+        "{summary}"
+    );
+    assert!(
+        summary
+            .lines()
+            .any(|l| l.starts_with("- ") && l.contains(" p50_ttft_ms: ")),
+        "{summary}"
+    );
     let junit = std::fs::read_to_string(dir.join("out/trend.xml")).unwrap();
     assert!(junit.contains("name=\"p50_ttft_ms\"><failure"), "{junit}");
     // The last run's own report carries the trend verdict beside the others.
@@ -172,6 +195,8 @@ fn thirty_runs_of_an_unchanged_server_exit_0() {
     assert_eq!(code, Some(0), "{err}\n{t:#}");
     assert_eq!(t["regressions"], 0);
     assert_eq!(t["runs"], 30);
+    let summary = step_summary(&dir.join("out"));
+    assert!(summary.starts_with("## Trend\n\n**OK**"), "{summary}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -99,31 +99,31 @@ pub struct TurnView {
 }
 
 fn conversations_view(r: &Map<String, Value>) -> Option<ConversationsView> {
-    let turns = CaseFile::new(r).per_turn_metrics()?;
-    let u = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let f = CaseFile::new(r);
+    let turns = f.per_turn_metrics()?;
+    let n = |f: &CaseFile, k: &str| f.count(k).unwrap_or(0);
     Some(ConversationsView {
-        total: u(r, "num_conversations"),
-        completed: u(r, "conversations_completed"),
-        failed: u(r, "conversations_failed"),
-        incomplete: u(r, "conversations_incomplete"),
-        turns_successful: u(r, "turns_successful"),
-        avg_turns: num(r, "avg_turns_completed"),
-        avg_duration_ms: num(r, "avg_conversation_duration_ms"),
+        total: n(&f, "num_conversations"),
+        completed: n(&f, "conversations_completed"),
+        failed: n(&f, "conversations_failed"),
+        incomplete: n(&f, "conversations_incomplete"),
+        turns_successful: n(&f, "turns_successful"),
+        avg_turns: f.number("avg_turns_completed"),
+        avg_duration_ms: f.number("avg_conversation_duration_ms"),
         turns: turns
             .iter()
-            .filter_map(Value::as_object)
             .map(|t| TurnView {
-                turn: u(t, "turn_index") + 1,
-                completed: u(t, "completed"),
-                failed: u(t, "failed"),
-                input_tokens_mean: num(t, "mean_input_tokens"),
-                cached_tokens_mean: num(t, "mean_cached_tokens"),
-                ttft_mean: num(t, "mean_ttft_ms"),
-                ttft_p99: num(t, "p99_ttft_ms"),
-                tpot_mean: num(t, "mean_tpot_ms"),
-                itl_p99: num(t, "p99_itl_ms"),
-                e2el_mean: num(t, "mean_e2el_ms"),
-                e2el_p99: num(t, "p99_e2el_ms"),
+                turn: n(t, "turn_index") + 1,
+                completed: n(t, "completed"),
+                failed: n(t, "failed"),
+                input_tokens_mean: t.number("mean_input_tokens"),
+                cached_tokens_mean: t.number("mean_cached_tokens"),
+                ttft_mean: t.latency_ms("mean", "ttft"),
+                ttft_p99: t.latency_ms("p99", "ttft"),
+                tpot_mean: t.latency_ms("mean", "tpot"),
+                itl_p99: t.latency_ms("p99", "itl"),
+                e2el_mean: t.latency_ms("mean", "e2el"),
+                e2el_p99: t.latency_ms("p99", "e2el"),
             })
             .collect(),
     })
@@ -235,10 +235,6 @@ impl ReportView {
             folder: head.folder,
         }
     }
-}
-
-fn num(r: &Map<String, Value>, key: &str) -> Option<f64> {
-    r.get(key).and_then(Value::as_f64)
 }
 
 /// The view of one case, from its result JSON (benchplan's or a plain `vllm bench

@@ -49,6 +49,11 @@ impl<'a> CaseFile<'a> {
         self.0.get(key)?.as_f64()
     }
 
+    /// A top-level count (`num_conversations`, `turns_successful`, …), when it is whole.
+    pub fn count(&self, key: &str) -> Option<u64> {
+        self.0.get(key)?.as_u64()
+    }
+
     /// A statistic of a latency in milliseconds: `stat` is `mean`, `median`, `std` or
     /// `pN`; `metric` is `ttft`, `tpot`, `itl` or `e2el`.
     pub fn latency_ms(&self, stat: &str, metric: &str) -> Option<f64> {
@@ -236,9 +241,16 @@ impl<'a> CaseFile<'a> {
         self.in_block("repeat")
     }
 
-    /// Multi-turn results' per-turn metrics.
-    pub fn per_turn_metrics(&self) -> Option<&'a Vec<Value>> {
-        self.0.get("per_turn_metrics")?.as_array()
+    /// Multi-turn results' per-turn metrics, each turn read as a result of its own.
+    pub fn per_turn_metrics(&self) -> Option<Vec<CaseFile<'a>>> {
+        let turns = self.0.get("per_turn_metrics")?.as_array()?;
+        Some(
+            turns
+                .iter()
+                .filter_map(Value::as_object)
+                .map(CaseFile)
+                .collect(),
+        )
     }
 }
 

@@ -132,7 +132,7 @@ pub fn load_results(dir: &Path) -> Result<IndexMap<String, Map<String, Value>>, 
     for (id, file, m) in &read {
         let twins = read.iter().filter(|(other, _, _)| other == id).count();
         let key = if twins > 1 {
-            let date = m.get("date").and_then(Value::as_str).unwrap_or("");
+            let date = CaseFile::new(m).date().unwrap_or("");
             format!("{id} ({file}, {date})")
         } else {
             id.clone()

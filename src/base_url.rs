@@ -21,21 +21,29 @@ pub struct BaseUrl(String);
 
 impl BaseUrl {
     pub fn parse(text: &str) -> Result<BaseUrl, BaseUrlError> {
+        // An error names the text without its credentials.
+        let shown = || crate::redact::url(text);
         if !(text.starts_with("http://") || text.starts_with("https://")) {
-            return Err(BaseUrlError::Scheme(text.to_string()));
+            return Err(BaseUrlError::Scheme(shown()));
         }
         let trimmed = text.trim_end_matches('/');
         let url = reqwest::Url::parse(trimmed)
-            .map_err(|e| BaseUrlError::Parse(text.to_string(), e.to_string()))?;
+            .map_err(|e| BaseUrlError::Parse(shown(), e.to_string()))?;
         if url.host_str().is_none_or(str::is_empty) {
-            return Err(BaseUrlError::Parse(text.to_string(), "no host".into()));
+            return Err(BaseUrlError::Parse(shown(), "no host".into()));
         }
         Ok(BaseUrl(trimmed.to_string()))
     }
 
-    /// The URL as written, without trailing slashes.
+    /// The URL as written, without trailing slashes: what requests go to, credentials
+    /// and all. Never shown or recorded: that is [`BaseUrl::shown`] (and `Display`).
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The URL as it may be shown or recorded: userinfo replaced (see `redact`).
+    pub fn shown(&self) -> String {
+        crate::redact::url(&self.0)
     }
 
     /// `path` under this URL: `join("/v1/models")` and `join("v1/models")` are both
@@ -59,15 +67,17 @@ impl BaseUrl {
     }
 }
 
+/// Shown without its credentials.
 impl fmt::Display for BaseUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.shown())
     }
 }
 
+/// Recorded without its credentials.
 impl serde::Serialize for BaseUrl {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+        s.serialize_str(&self.shown())
     }
 }
 
@@ -87,6 +97,14 @@ mod tests {
         let g = BaseUrl::parse("https://gw.example/team-a//").unwrap();
         assert_eq!(g.join("/health"), "https://gw.example/team-a/health");
         assert!(g.is_https() && g.plain_http_addr().is_none());
+        // Credentials go with the requests, never into what is shown or recorded.
+        let c = BaseUrl::parse("http://user:pw@gw:8000/").unwrap();
+        assert_eq!(c.join("/v1/models"), "http://user:pw@gw:8000/v1/models");
+        assert_eq!(c.to_string(), "http://<redacted>@gw:8000");
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            "\"http://<redacted>@gw:8000\""
+        );
     }
 
     #[test]

@@ -163,6 +163,11 @@ pub enum Command {
         /// md, csv or json.
         #[arg(long, default_value = "md")]
         format: String,
+        /// Write report.md, report.html, charts/, summary.csv and metrics.prom here
+        /// (created if missing) instead of into DIR; needed for a folder benchplan did
+        /// not write.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Change points over a history (E-divisive means with a t-test, as Apache Otava):
     /// exit 4 when a series' newest change, within the last runs, is a regression.
@@ -430,8 +435,10 @@ pub fn run(cli: Cli) -> Exit {
             html_template,
             no_charts,
             format,
+            out,
         } => crate::commands::report::run(
             &dir,
+            out.as_deref(),
             crate::executor::RunSettings {
                 template,
                 html_template,

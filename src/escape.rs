@@ -17,7 +17,8 @@
 //! - [`console`]: the terminal. Control characters (ESC, NUL, C1, DEL; CR and LF
 //!   inside one message) are shown as `\x1b`-style escapes, never written raw.
 //! - [`file_name`]: a printable ASCII subset, bounded length, never `.` or `..`.
-//! - HTML is minijinja's auto-escaping (see `report::render_html`).
+//! - [`html_text`]: report.html. Control and bidi characters become U+FFFD; then
+//!   minijinja's auto-escaping (see `report::render_html`) escapes the markup.
 
 /// Whether `c` is a control character a terminal or a format may act on.
 fn is_control(c: char) -> bool {
@@ -45,6 +46,32 @@ pub fn console(s: &str) -> String {
         }
     }
     out
+}
+
+/// `x` with two decimals, in scientific notation past a trillion (a 1e308 from a
+/// damaged result file is 309 digits otherwise): a printed number is never wider than
+/// 16 characters.
+pub fn number(x: f64) -> String {
+    if x.is_finite() && x.abs() >= 1e12 {
+        format!("{x:.3e}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// `s` before it is HTML-escaped (report.html): control and bidi characters (ESC, BEL,
+/// C1 CSI, U+202E, …) become U+FFFD, so `cat report.html` replays no terminal escape
+/// and a browser reverses no text; line breaks and tabs stay.
+pub fn html_text(s: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| is_control(c) && !matches!(c, '\n' | '\r' | '\t');
+    if !s.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| if bad(c) { '\u{fffd}' } else { c })
+            .collect(),
+    )
 }
 
 /// `s` for inline markdown (a table cell, a list item, a paragraph): see the module docs.
@@ -232,6 +259,13 @@ mod tests {
         assert_eq!(csv_cell("-12.5"), "-12.5", "numbers stay numbers");
         assert_eq!(csv_cell("a\0b"), "a\u{fffd}b");
         assert_eq!(csv_cell("plain"), "plain");
+    }
+
+    #[test]
+    fn html_text_has_no_control_or_bidi_character() {
+        let t = html_text("a\u{1b}]52;c;x\u{7}\u{9b}b\u{202e}c\nd");
+        assert_eq!(t, "a\u{fffd}]52;c;x\u{fffd}\u{fffd}b\u{fffd}c\nd");
+        assert!(matches!(html_text("plain <b>"), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]

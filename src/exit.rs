@@ -59,6 +59,22 @@ impl Exit {
     pub fn is_ok(self) -> bool {
         self == Exit::Ok
     }
+
+    /// The verdict a recorded exit code stands for (a manifest's `verdict.exit`).
+    pub fn from_code(code: i64) -> Option<Exit> {
+        [
+            Exit::Ok,
+            Exit::Runtime,
+            Exit::BadPlan,
+            Exit::SloViolated,
+            Exit::Regression,
+            Exit::Interrupted,
+            Exit::Terminated,
+            Exit::HungUp,
+        ]
+        .into_iter()
+        .find(|e| i64::from(e.code()) == code)
+    }
 }
 
 #[cfg(test)]

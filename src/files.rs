@@ -16,9 +16,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .and_then(|n| n.to_str())
         .unwrap_or("result");
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    // The last line behind the structural redaction: no registered secret is written.
+    let bytes = crate::redact::scrub_registered(bytes);
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+        f.write_all(&bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
@@ -73,17 +75,23 @@ pub fn append_json_line(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .create(true)
         .append(true)
         .open(path)?;
+    let bytes = crate::redact::scrub_registered(bytes);
+    // One write call: a kill between a separator and its object cannot happen.
+    let mut all = Vec::with_capacity(bytes.len() + 1);
     if f.metadata()?.len() > 0 {
-        f.write_all(b"\n")?;
+        all.push(b'\n');
     }
-    f.write_all(bytes)?;
+    all.extend_from_slice(&bytes);
+    f.write_all(&all)?;
     f.sync_all()
 }
 
 /// Appends `text` (whole lines, each ending in a newline) to a text file, created with
 /// its folder if missing; a file another tool left without its last newline gets one
-/// first, so lines never run together. Synced before returning. (For a file whose
-/// lines are separated, not ended, see [`append_json_line`].)
+/// first, so lines never run together. The lines go out in one `write` call, so a
+/// kill cannot tear one mid-append (a full disk still can: readers skip a torn line).
+/// Synced before returning. (For a file whose lines are separated, not ended, see
+/// [`append_json_line`].)
 pub fn append_lines(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::{Read, Seek, SeekFrom};
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -95,15 +103,18 @@ pub fn append_lines(path: &Path, text: &str) -> std::io::Result<()> {
         .append(true)
         .open(path)?;
     let len = f.metadata()?.len();
+    let text = crate::redact::scrub_registered(text.as_bytes());
+    let mut all = Vec::with_capacity(text.len() + 1);
     if len > 0 {
         let mut last = [0u8; 1];
         f.seek(SeekFrom::Start(len - 1))?;
         f.read_exact(&mut last)?;
         if last[0] != b'\n' {
-            f.write_all(b"\n")?;
+            all.push(b'\n');
         }
     }
-    f.write_all(text.as_bytes())?;
+    all.extend_from_slice(&text);
+    f.write_all(&all)?;
     f.sync_all()
 }
 

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 /// An error with its causes: reqwest's `error sending request` alone says nothing.
+/// A URL it names loses its userinfo (reqwest's errors name the whole URL).
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
@@ -11,7 +12,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         s.push_str(&c.to_string());
         source = c.source();
     }
-    s
+    crate::redact::text(&s).into_owned()
 }
 
 /// An error's whole chain, with a hint when it is a certificate problem (see

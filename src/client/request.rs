@@ -31,6 +31,7 @@ use super::outcome::{Limits, deadline_after, excerpt, fail, timed_out};
 use super::stream::{Alarm, End, Reading};
 use crate::metrics::sample::Sample;
 use crate::plan::backend::BodyForm;
+pub use crate::plan::service::CrossOrigin;
 use crate::plan::{Backend, CaseParams};
 use crate::proxy::{Proxies, Via};
 
@@ -62,6 +63,8 @@ pub struct Target {
     pub route: Arc<Route>,
     /// How request ids are sent (`x-request-id: {prefix}{n}` unless the shape says otherwise).
     pub request_ids: super::request_id::RequestIds,
+    /// What a redirect to another origin gets (credentials never go there).
+    pub cross_origin: CrossOrigin,
 }
 
 /// Where a target's redirects led: the URL a redirect named last, and the native
@@ -71,13 +74,48 @@ pub struct Route {
     proxies: Proxies,
     redirect: OnceLock<(String, h1::Endpoint)>,
     final_url: Mutex<Option<String>>,
+    /// The other origin a redirect led to, which got no credentials.
+    withheld_at: Mutex<Option<String>>,
 }
 
 impl Route {
-    /// The URL the latest followed redirect led to, if any was followed.
+    /// The URL the latest followed redirect led to, if any was followed (without its
+    /// userinfo: this is what is shown and recorded).
     pub fn final_url(&self) -> Option<String> {
-        self.final_url.lock().expect("route lock").clone()
+        self.final_url
+            .lock()
+            .expect("route lock")
+            .as_deref()
+            .map(crate::redact::url)
     }
+
+    /// The other origin a redirect led to, where the requests went without their
+    /// credentials; None when every redirect stayed on the target's origin.
+    pub fn withheld_at(&self) -> Option<String> {
+        self.withheld_at.lock().expect("route lock").clone()
+    }
+}
+
+/// The headers of `h` that may go to another origin: every header but
+/// `Authorization`, `Proxy-Authorization`, `Cookie` and those redaction treats as
+/// secret (`redact::is_secret_key`), as browsers, aiohttp and reqwest drop them.
+pub fn without_credentials(h: &HeaderMap) -> HeaderMap {
+    use reqwest::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
+    let mut out = h.clone();
+    let names: Vec<_> = h
+        .keys()
+        .filter(|n| {
+            **n == AUTHORIZATION
+                || **n == PROXY_AUTHORIZATION
+                || **n == COOKIE
+                || crate::redact::is_secret_key(n.as_str())
+        })
+        .cloned()
+        .collect();
+    for n in names {
+        out.remove(n);
+    }
+    out
 }
 
 /// Redirects followed per request at most (aiohttp's default `max_redirects`).
@@ -107,7 +145,14 @@ impl Target {
             proxy: None,
             route: Arc::default(),
             request_ids: Default::default(),
+            cross_origin: CrossOrigin::default(),
         }
+    }
+
+    /// This target treating redirects to another origin as `rule` says.
+    pub fn redirecting(mut self, rule: Option<CrossOrigin>) -> Target {
+        self.cross_origin = rule.unwrap_or_default();
+        self
     }
 
     /// This target sending request ids as `shape` says (the planner has checked its
@@ -384,8 +429,13 @@ async fn open<'a>(
     let body = bytes::Bytes::from(body);
     let mut url = std::borrow::Cow::Borrowed(target.url.as_str());
     let mut native = target.native.as_deref();
+    // The origin the credentials belong to; once a redirect leaves it, they stay off
+    // for the rest of the way (as the Fetch standard and reqwest do).
+    let origin = reqwest::Url::parse(&target.url).ok().map(|u| u.origin());
+    let mut headers = std::borrow::Cow::Borrowed(&target.headers);
     for hop in 0..=MAX_REDIRECTS {
-        let resp = send_once(target, native, &url, &body, request_id, &extra, times).await?;
+        let resp = send_once(target, native, &url, &body, request_id, &headers, &extra, times)
+            .await?;
         let status = resp.status();
         let location = match resp.location() {
             Some(l) if status == 307 || status == 308 => l,
@@ -406,6 +456,28 @@ async fn open<'a>(
                 )
             })?;
         drop(resp);
+        if origin.as_ref() != Some(&next.origin()) {
+            let shown = crate::redact::url(next.as_str());
+            if target.cross_origin == CrossOrigin::Refuse {
+                return Err((
+                    "cross_origin_redirect",
+                    format!(
+                        "HTTP {status} to another origin, {shown}: not followed (cross_origin_redirects = \"refuse\"); set base_url to go there directly"
+                    ),
+                ));
+            }
+            if matches!(headers, std::borrow::Cow::Borrowed(_)) {
+                headers = std::borrow::Cow::Owned(without_credentials(&target.headers));
+                extra = without_credentials(&extra);
+                let at = next.origin().ascii_serialization();
+                target
+                    .route
+                    .withheld_at
+                    .lock()
+                    .expect("route lock")
+                    .get_or_insert(at);
+            }
+        }
         let next = next.to_string();
         *target.route.final_url.lock().expect("route lock") = Some(next.clone());
         native = target.route.native_for(&next);
@@ -416,12 +488,14 @@ async fn open<'a>(
 
 /// One send of the request to `url`: through the native client when `native` (the
 /// endpoint of `url`) is given, else through reqwest.
+#[allow(clippy::too_many_arguments)]
 async fn send_once<'a>(
     target: &'a Target,
     native: Option<&'a h1::Endpoint>,
     url: &str,
     body: &bytes::Bytes,
     request_id: Option<&str>,
+    headers: &HeaderMap,
     extra: &HeaderMap,
     times: &mut h1::SendTimes,
 ) -> Result<Body<'a>, (&'static str, String)> {
@@ -430,7 +504,7 @@ async fn send_once<'a>(
             .pool
             .post(
                 &native.path,
-                &[&target.headers, extra],
+                &[headers, extra],
                 request_id,
                 body,
                 times,
@@ -449,7 +523,7 @@ async fn send_once<'a>(
     let mut req = target
         .client
         .post(url)
-        .headers(target.headers.clone())
+        .headers(headers.clone())
         .header(reqwest::header::CONTENT_TYPE, JSON)
         .body(body.clone());
     if !extra.is_empty() {

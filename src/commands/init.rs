@@ -141,7 +141,7 @@ pub fn run(args: &InitArgs) -> Exit {
                 }
             };
             Service::Server {
-                base_url: base_url.to_string(),
+                base_url: base_url.as_str().to_string(),
                 model,
                 tokenizer,
             }

@@ -65,7 +65,10 @@ fn merge_case(
     plan_repeats: u64,
     dir: &Path,
 ) -> Result<Value, String> {
+    // A shard's file is read (and refused when damaged, naming the shard's own file)
+    // before it is copied.
     let copy = |from: &Path, file: &str| {
+        crate::results::read::read_file(&from.join(file))?;
         std::fs::copy(from.join(file), dir.join(file))
             .map_err(|e| format!("cannot copy {file} from {}: {e}", from.display()))
     };
@@ -254,6 +257,27 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
                 first.dir.display()
             ));
         }
+        // One plan judges every case: its SLOs, floors, name and regression settings.
+        if s.manifest["judging_hash"] != first.manifest["judging_hash"] {
+            let (a, b) = (&first.manifest["judging"], &s.manifest["judging"]);
+            let differ: Vec<String> = match (a.as_object(), b.as_object()) {
+                (Some(a), Some(b)) => a
+                    .keys()
+                    .chain(b.keys())
+                    .filter(|k| a.get(*k) != b.get(*k))
+                    .map(|k| format!("`{k}` ({} vs {})", a.get(k).unwrap_or(&Value::Null), b.get(k).unwrap_or(&Value::Null)))
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
+                _ => vec!["one of them records no judging settings (written by an older benchplan)".into()],
+            };
+            return Err(format!(
+                "{} and {} judge their cases differently: {}; run every shard with the same plan and --set",
+                first.dir.display(),
+                s.dir.display(),
+                crate::escape::console(&differ.join(", "))
+            ));
+        }
         if s.count() != count {
             return Err(format!(
                 "{} is a shard of {} but {} of {count}: every shard must be cut the same way",
@@ -333,19 +357,55 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
     let now = SystemTime::now();
     let dir = crate::executor::folder::new_run_dir(&args.results_dir.join("batch"), now)
         .map_err(|e| format!("cannot create the merged folder: {e}"))?;
+    // A merge that fails leaves no half-written folder behind.
+    let merged = write_merged(args, &shards, &dir, Merging { count, hash, missing, plan_ids: &plan_ids, plan_repeats, owned: &owned, uncovered: &uncovered });
+    if merged.is_err() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    merged
+}
+
+/// What `merge` found out about the shards before it writes the merged folder.
+struct Merging<'a> {
+    count: u64,
+    hash: String,
+    missing: Vec<u64>,
+    plan_ids: &'a [String],
+    plan_repeats: u64,
+    owned: &'a std::collections::HashMap<String, Vec<Owner>>,
+    uncovered: &'a [&'a String],
+}
+
+/// The merged run folder `dir`: each case, the manifest, the baseline comparison, the
+/// history and the reports.
+fn write_merged(
+    args: &MergeArgs,
+    shards: &[ShardDir],
+    dir: &Path,
+    m: Merging<'_>,
+) -> Result<Exit, String> {
+    let Merging { count, hash, missing, plan_ids, plan_repeats, owned, uncovered } = m;
+    let first = &shards[0];
+    let covered = |id: &String| match owned.get(id) {
+        None => false,
+        Some(list) => {
+            list.iter().any(|(_, r)| r.is_none())
+                || list.iter().flat_map(|(_, r)| r.iter().flatten()).count() as u64 >= plan_repeats
+        }
+    };
     let mut cases = Vec::new();
     let mut services = Map::new();
     let (mut started, mut finished): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
-    for s in &shards {
+    for s in shards {
         if let Some(m) = s.manifest["services"].as_object() {
             services.extend(m.clone());
         }
         started.extend(s.manifest["started"].as_str().map(str::to_string));
         finished.extend(s.manifest["finished"].as_str().map(str::to_string));
     }
-    for id in &plan_ids {
+    for id in plan_ids {
         let entry = match owned.get(id) {
-            Some(list) => Some(merge_case(&shards, list, id, plan_repeats, &dir)?),
+            Some(list) => Some(merge_case(shards, list, id, plan_repeats, &dir)?),
             None => None,
         };
         match entry {
@@ -376,9 +436,10 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
     }
     started.sort();
     finished.sort();
-    let manifest = json!({
+    let mut manifest = json!({
         "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"),
         "plan": first.manifest["plan"], "plan_hash": hash,
+        "judging": first.manifest["judging"], "judging_hash": first.manifest["judging_hash"],
         "command": crate::redact::this_command(),
         "started": started.first(), "finished": finished.last(),
         "services": services, "cases": cases,
@@ -389,7 +450,7 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
     write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest))
         .map_err(|e| format!("cannot write the manifest: {e}"))?;
 
-    let (mut view, rows) = super::report::view_of(&dir)?;
+    let (mut view, rows) = super::report::view_of(dir)?;
     if !missing.is_empty() {
         let names = shard_names(&missing, count);
         view.description = Some(format!(
@@ -409,7 +470,7 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
     let mut regressions = 0;
     if let Some(b) = args.baseline.as_ref().or(report_cfg.baseline.as_ref()) {
         if b.is_dir() || b.is_file() {
-            let c = crate::report::compare::compare_dirs(b, &dir, &report_cfg)
+            let c = crate::report::compare::compare_dirs(b, dir, &report_cfg)
                 .map_err(|e| format!("cannot compare with baseline {}: {e}", b.display()))?;
             regressions = c.regressions;
             view.comparison = Some(c);
@@ -425,13 +486,13 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
     // The merged run joins the plan's history (its shards did not append themselves).
     let mut trend_regressions = 0;
     if let Some(h) = &report_cfg.history {
-        let t = crate::executor::record_history(&dir, h, &report_cfg)
+        let t = crate::executor::record_history(dir, h, &report_cfg)
             .map_err(|e| format!("history {}: {e}", h.display()))?;
         trend_regressions = t.regressions;
         view.trend = Some(t);
     }
     let settings = RunSettings::default();
-    let code = write_reports(&dir, &view, &rows, &settings.templates(), Path::new("."));
+    let code = write_reports(dir, &view, &rows, &settings.templates(), Path::new("."));
     if code != Exit::Ok {
         return Ok(code);
     }
@@ -450,6 +511,19 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
     if failed > 0 || !missing.is_empty() {
         code = code.worst(Exit::Runtime);
     }
+    // What the merge judged, and its verdict, as a run records them (`report DIR`
+    // rebuilds them from here).
+    manifest["judged"] = json!(crate::report::view::Judged::of(
+        &view,
+        view.cases.iter().any(|c| c.slo_pass.is_some())
+    ));
+    manifest["verdict"] = json!({
+        "pass": code == Exit::Ok, "exit": code.code(), "cases": view.cases.len(),
+        "not_measured": failed, "slo_failures": view.slo_failures,
+        "regressions": regressions, "trend_regressions": trend_regressions,
+    });
+    write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest))
+        .map_err(|e| format!("cannot write the manifest: {e}"))?;
     eprintln!(
         "merged {} shard(s) of {count} into {}",
         shards.len(),

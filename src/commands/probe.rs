@@ -5,14 +5,15 @@
 use std::time::Duration;
 
 /// `println!` for what a server said: every line with its control characters shown
-/// as escapes (a model id or an error body cannot clear the screen or hide text).
+/// as escapes (a model id or an error body cannot clear the screen or hide text), and
+/// no URL's credentials.
 macro_rules! say {
     ($($t:tt)*) => {
         println!(
             "{}",
             format!($($t)*)
                 .split('\n')
-                .map(crate::escape::console)
+                .map(|l| crate::escape::console(&crate::redact::text(l)))
                 .collect::<Vec<_>>()
                 .join("\n")
         )

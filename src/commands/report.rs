@@ -10,7 +10,7 @@ use crate::plan::Report;
 use crate::plan::units::{Percent, parse_percent};
 use crate::report::compare::{compare_dirs, load_results, markdown};
 use crate::report::csv::Row;
-use crate::report::view::{ReportView, RunHead, ServiceView, case_view};
+use crate::report::view::{Judged, ReportView, RunHead, ServiceView, case_view};
 use crate::report::write::write_reports;
 use crate::results::read::CaseFile;
 
@@ -91,7 +91,13 @@ pub fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
             result: r.cloned(),
         });
     }
-    let have_slos = views.iter().any(|v| v.slo_pass.is_some());
+    // What the run judged beside its cases, as it recorded it (see `Judged`).
+    let judged: Option<Judged> = manifest
+        .get("judged")
+        .and_then(|j| serde_json::from_value(j.clone()).ok());
+    let have_slos = judged
+        .as_ref()
+        .map_or_else(|| views.iter().any(|v| v.slo_pass.is_some()), |j| j.have_slos);
     let slos: Vec<String> =
         views
             .iter()
@@ -157,19 +163,81 @@ pub fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
             },
             str::to_string,
         ),
-        description: None,
+        description: judged.as_ref().and_then(|j| j.description.clone()),
         started: span(true, "started"),
         finished: span(false, "finished"),
         command: s("command"),
         services,
-        slos,
+        slos: judged.as_ref().map_or(slos, |j| j.slos.clone()),
         folder: Some(dir.display().to_string()),
     };
-    let view = ReportView::assemble(head, views, have_slos);
+    let mut view = ReportView::assemble(head, views, have_slos);
+    if let Some(j) = judged {
+        view.comparison = j.comparison;
+        view.trend = j.trend;
+    }
     Ok((view, rows))
 }
 
-pub fn run(dir: &Path, settings: RunSettings, format: &str) -> Exit {
+/// What a run folder's manifest says was judged that its `judged` record cannot give
+/// back (a run written by an older benchplan): said, never rebuilt as a pass.
+fn not_rebuilt(dir: &Path) -> Vec<String> {
+    let Some(m) = std::fs::read_to_string(dir.join("manifest.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+    else {
+        return Vec::new();
+    };
+    if m.get("judged").is_some() {
+        return Vec::new();
+    }
+    let v = &m["verdict"];
+    let mut out = Vec::new();
+    if v["regressions"].as_u64().is_some_and(|n| n > 0) {
+        out.push(format!(
+            "the baseline comparison ({} regression(s))",
+            v["regressions"]
+        ));
+    }
+    if v["trend_regressions"].as_u64().is_some_and(|n| n > 0) {
+        out.push(format!(
+            "the history's trend ({} regression(s))",
+            v["trend_regressions"]
+        ));
+    }
+    out
+}
+
+/// The exit code a report's verdict gives, by run's precedence rule (runtime, SLO,
+/// regression); the run's own recorded exit wins where it differs (a signal).
+fn verdict_exit(dir: &Path, view: &ReportView) -> Exit {
+    let recorded = std::fs::read_to_string(dir.join("manifest.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|m| m["verdict"]["exit"].as_i64());
+    let mut code = Exit::Ok;
+    let regressions = view.comparison.as_ref().map_or(0, |c| c.regressions)
+        + view.trend.as_ref().map_or(0, |t| t.regressions);
+    if regressions > 0 {
+        code = code.worst(Exit::Regression);
+    }
+    if view.slo_failures > 0 {
+        code = code.worst(Exit::SloViolated);
+    }
+    if !view.failed_cases.is_empty() {
+        code = code.worst(Exit::Runtime);
+    }
+    match recorded.and_then(Exit::from_code) {
+        Some(r) if r != code => r,
+        _ => code,
+    }
+}
+
+/// `benchplan report DIR [--out OUT]`: the report of a run folder rebuilt, verdict and
+/// all, into the folder (a benchplan run folder) or into `out`. A folder benchplan did
+/// not write (plain `vllm bench serve` results) is written into only when `out` names
+/// it. The exit code is the verdict's, as the run's was.
+pub fn run(dir: &Path, out: Option<&Path>, settings: RunSettings, format: &str) -> Exit {
     let (view, rows) = match view_of(dir) {
         Ok(v) => v,
         Err(e) => {
@@ -177,7 +245,33 @@ pub fn run(dir: &Path, settings: RunSettings, format: &str) -> Exit {
             return Exit::BadPlan;
         }
     };
-    let code = report_as(dir, &view, &rows, settings, format);
+    let ours = dir.join("manifest.json").is_file();
+    let target = match out {
+        Some(o) => o.to_path_buf(),
+        None if ours || format != "md" => dir.to_path_buf(),
+        None => {
+            eprintln!(
+                "error: {} is not a benchplan run folder (no manifest.json), and the report would add report.md, report.html, charts/, summary.csv and metrics.prom to it; give --out DIR to write them there (or --format csv|json for stdout)",
+                dir.display()
+            );
+            return Exit::BadPlan;
+        }
+    };
+    if format == "md" {
+        if let Err(e) = std::fs::create_dir_all(&target) {
+            eprintln!("error: cannot create {}: {e}", target.display());
+            return Exit::Runtime;
+        }
+        for what in not_rebuilt(dir) {
+            eprintln!(
+                "warning: {what} cannot be rebuilt: the run folder was written by an older benchplan that did not keep it; report.md shows the cases only, and the exit code is the run's"
+            );
+        }
+    }
+    let code = report_as(&target, &view, &rows, settings, format);
+    if format == "md" && code.is_ok() {
+        eprintln!("report: {}", target.join("report.md").display());
+    }
     let unfinished = view
         .cases
         .iter()
@@ -190,7 +284,24 @@ pub fn run(dir: &Path, settings: RunSettings, format: &str) -> Exit {
         );
         return Exit::Runtime;
     }
-    code
+    if !code.is_ok() || format != "md" {
+        return code;
+    }
+    let v = verdict_exit(dir, &view);
+    if !v.is_ok() {
+        eprintln!(
+            "verdict: {} case(s), {} not measured, {} SLO failure(s), {} regression(s){}: exit {}",
+            view.cases.len(),
+            view.failed_cases.len(),
+            view.slo_failures,
+            view.comparison.as_ref().map_or(0, |c| c.regressions),
+            view.trend
+                .as_ref()
+                .map_or(String::new(), |t| format!(", {} trend regression(s)", t.regressions)),
+            v.code()
+        );
+    }
+    v
 }
 
 fn report_as(

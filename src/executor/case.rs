@@ -171,7 +171,7 @@ pub async fn run_case(
         extras.insert("repeat".into(), json!(rep));
         extras.insert(
             "params".into(),
-            serde_json::to_value(&params).expect("params serialise"),
+            crate::redact::redacted(&params),
         );
         extras.insert(
             "slo_verdicts".into(),

@@ -93,6 +93,38 @@ pub fn plan_hash(planned: &Planned) -> String {
     format!("{:016x}", crate::hash::fnv1a64(ids.join("\n").as_bytes()))
 }
 
+/// How the plan judges its cases: its name, its SLOs and floors (the plan's and each
+/// service's) and the report settings that decide a regression. `merge` refuses
+/// shards that differ here (naming what), so every case is judged by one plan.
+pub fn judging(planned: &Planned) -> Value {
+    let slos = |list: &[(crate::slo::Slo, String)]| -> Vec<String> {
+        list.iter()
+            .map(|(s, _)| format!("{} {} {}", s.key, s.op.symbol(), s.threshold))
+            .collect()
+    };
+    let r = &planned.plan.report;
+    json!({
+        "plan": planned.plan.name,
+        "slo": slos(&planned.slos),
+        "service_slo": planned.service_slos.iter().map(|(n, l)| (n.clone(), json!(slos(l)))).collect::<Map<String, Value>>(),
+        "optimize_slo": slos(&planned.optimize_slos),
+        "report": {
+            "baseline": r.baseline, "regression_threshold": r.regression_threshold,
+            "thresholds": r.thresholds, "service_thresholds": r.service_thresholds,
+            "allow_unmatched": r.allow_unmatched, "compare_metrics": r.compare_metrics,
+            "significance": r.significance,
+        },
+    })
+}
+
+/// A short hash of [`judging`] for the manifest.
+pub fn judging_hash(judging: &Value) -> String {
+    format!(
+        "{:016x}",
+        crate::hash::fnv1a64(judging.to_string().as_bytes())
+    )
+}
+
 /// The run's interrupt: Ctrl-C drains every running case and starts no new one; a
 /// second Ctrl-C abandons what is still in flight.
 #[derive(Debug, Default)]
@@ -147,6 +179,29 @@ impl RunControl {
             .lock()
             .expect("signal")
             .map_or(Exit::Interrupted, crate::signals::StopSignal::exit)
+    }
+
+    /// Handles this process's stop signals from now on (a signal ignored when the
+    /// process started too): each one says `what` happens on stderr and drains (the
+    /// first) or aborts (the next). Must run inside a tokio runtime.
+    pub fn listen(self: &Arc<Self>, what: &'static str) {
+        let ctl = self.clone();
+        let mut signals = crate::signals::Signals::listen();
+        tokio::spawn(async move {
+            loop {
+                let s = signals.next().await;
+                eprintln!("\n{}: {what}", s.name());
+                ctl.signalled(s);
+            }
+        });
+    }
+
+    /// The name of the signal that stopped the run first (`SIGINT` when none did).
+    pub fn signal_name(&self) -> &'static str {
+        self.by
+            .lock()
+            .expect("signal")
+            .map_or("SIGINT", crate::signals::StopSignal::name)
     }
 
     /// A stop signal arrived: drain (the first time) or abort (the next).
@@ -271,20 +326,9 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     parallel::log(&dir, &format!("results: {}", dir.display()), settings.quiet);
 
     let ctl = Arc::new(RunControl::default());
-    {
-        let ctl = ctl.clone();
-        let mut signals = crate::signals::Signals::listen();
-        tokio::spawn(async move {
-            loop {
-                let s = signals.next().await;
-                eprintln!(
-                    "\n{}: no new case starts; the running ones stop sending and keep what finishes (a second signal abandons it)",
-                    s.name()
-                );
-                ctl.signalled(s);
-            }
-        });
-    }
+    ctl.listen(
+        "no new case starts; the running ones stop sending and keep what finishes (a second signal abandons it)",
+    );
 
     let pending: Vec<&crate::planner::Case> = planned
         .cases
@@ -408,6 +452,11 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         let _ = std::os::unix::fs::symlink(name, &latest);
     }
     eprintln!("report: {}", dir.join("report.md").display());
+    // What was judged, so `report DIR` rebuilds the same verdict (see `Judged`).
+    manifest["judged"] = json!(crate::report::view::Judged::of(
+        &report,
+        planned.user_slos > 0
+    ));
     verdict(
         &report,
         regression,
@@ -556,7 +605,11 @@ fn service_views(
                 } else {
                     "external".into()
                 },
-                base_url: plan.services[n].base_url.clone().unwrap_or_default(),
+                base_url: plan.services[n]
+                    .base_url
+                    .as_deref()
+                    .map(crate::redact::url)
+                    .unwrap_or_default(),
                 model: plan.services[n].model.clone().unwrap_or_default(),
                 error: Some(e.clone()),
             },
@@ -579,6 +632,7 @@ fn first_manifest(
     let plan = &planned.plan;
     let mut manifest = json!({
         "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"), "plan": plan.name, "plan_hash": plan_hash(planned),
+        "judging": judging(planned), "judging_hash": judging_hash(&judging(planned)),
         "command": settings.command, "host": host(), "commit": commit, "started": timefmt::iso(started), "finished": null,
         "services": service_views.iter().map(|s| (s.name.clone(), json!({"kind": s.kind, "base_url": s.base_url, "model": s.model, "version": versions.get(&s.name), "error": s.error}))).collect::<Map<String, Value>>(),
         "cases": planned.cases.iter().map(|c| {

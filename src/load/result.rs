@@ -43,6 +43,10 @@ pub struct RouteFacts {
     /// The URL a followed 307/308 redirect led to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redirected_to: Option<String>,
+    /// The other origin a redirect led to, which the requests reached without their
+    /// credentials (`Authorization`, cookies, secret headers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials_withheld_at: Option<String>,
 }
 
 impl RouteFacts {
@@ -51,6 +55,7 @@ impl RouteFacts {
             proxy: t.proxy.as_ref().map(|v| v.shown.clone()),
             proxy_variable: t.proxy.as_ref().map(|v| v.variable.to_string()),
             redirected_to: t.route.final_url(),
+            credentials_withheld_at: t.route.withheld_at(),
         }
     }
 
@@ -69,6 +74,11 @@ impl RouteFacts {
         if let Some(u) = &self.redirected_to {
             n.push(format!(
                 "the server redirected the requests to {u} (followed on every request, inside its latency); set base_url to go there directly"
+            ));
+        }
+        if let Some(o) = &self.credentials_withheld_at {
+            n.push(format!(
+                "a redirect led to another origin, {o}: the requests went there without Authorization, cookies or secret headers (credentials never leave their origin; cross_origin_redirects = \"refuse\" fails such requests instead)"
             ));
         }
         n

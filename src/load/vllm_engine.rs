@@ -68,7 +68,7 @@ pub fn flags(
         a.push(v);
     };
     flag("backend", params.backend().name().into());
-    flag("base-url", resolved.base_url.to_string());
+    flag("base-url", resolved.base_url.as_str().to_string());
     flag(
         "endpoint",
         params
@@ -284,7 +284,7 @@ pub async fn execute(
     let mut args = flags(params, resolved, service, &opts.data_dir, &out, file)?;
     // Headers other than the key go on the command line (vLLM has no other way);
     // the recorded command hides their values.
-    let mut shown = args.clone();
+    let mut shown = crate::redact::command_args(&args);
     let mut key = None;
     let mut extra = Vec::new();
     for (name, value) in &resolved.headers {

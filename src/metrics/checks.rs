@@ -106,6 +106,20 @@ pub struct TokenAccounting {
     pub output_ratio: Option<f64>,
     /// A token total reached u64::MAX and stopped there.
     pub saturated: bool,
+    /// Requests whose usage could not be true ([`usage_impossible`]: above their
+    /// `max_tokens`, or below the token events they streamed): their token events were
+    /// counted instead, in every sum and in the output floor.
+    pub corrected: u64,
+    /// The indexes of the first 100 of them (the request's place in the case).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub corrected_requests: Vec<u64>,
+}
+
+/// Whether a request's `usage.completion_tokens` is provably wrong: more tokens than
+/// its `max_tokens` (`asked`, 0 when unknown) allowed, or fewer than the non-empty
+/// token events it streamed (each carries at least one token).
+pub fn usage_impossible(usage: u64, events: u64, asked: u64) -> bool {
+    (asked > 0 && usage > asked) || usage < events
 }
 
 impl TokenAccounting {
@@ -123,6 +137,12 @@ impl TokenAccounting {
             let asked = r.expected_output_len;
             if let Some(usage) = o.usage_completion {
                 let events = u64::from(o.chunks);
+                if usage > 0 && usage_impossible(usage, events, asked) {
+                    a.corrected += 1;
+                    if a.corrected_requests.len() < 100 {
+                        a.corrected_requests.push(r.index as u64);
+                    }
+                }
                 let over_max = asked > 0 && usage > asked;
                 let under_events = usage + 1 < events;
                 let over_events = usage > events + 1 && !text_agrees(&o.text, usage, tokens);
@@ -162,8 +182,18 @@ impl TokenAccounting {
             } else {
                 String::new()
             };
+            let rest = if self.corrected == self.usage_mismatch {
+                "; none was believed: their streamed token events were counted instead".to_string()
+            } else if self.corrected > 0 {
+                format!(
+                    "; {} could not be true (above max_tokens or below the events streamed) and were replaced by the events counted, the rest's token counts and TPOT rest on the server's word",
+                    self.corrected
+                )
+            } else {
+                ": output token counts and TPOT rest on the server's word".to_string()
+            };
             w.push(format!(
-                "{} request(s) got a usage.completion_tokens that disagrees with the token events they streamed (largest difference {:+}{over}): output token counts and TPOT rest on the server's word",
+                "{} request(s) got a usage.completion_tokens that disagrees with the token events they streamed (largest difference {:+}{over}){rest}",
                 self.usage_mismatch, self.largest_difference
             ));
         }

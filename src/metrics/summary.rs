@@ -290,7 +290,9 @@ pub fn summarize(
     let (mut ttfts, mut tpots, mut all_tpots, mut itls, mut e2els) =
         (vec![], vec![], vec![], vec![], vec![]);
     let (mut queue, mut e2el_q, mut lags) = (vec![], vec![], vec![]);
-    let mut sources = (0u64, 0u64, 0u64);
+    // Requests counted by usage, by the tokenizer, as one token, and by their events
+    // (usage that could not be true).
+    let mut sources = (0u64, 0u64, 0u64, 0u64);
     let mut chunks = 0u64;
     let mut audio = 0.0;
     let mut ok: Vec<&RequestRecord> = Vec::new();
@@ -345,6 +347,18 @@ pub fn summarize(
             0
         } else {
             match (o.usage_completion.filter(|n| *n > 0), tokens) {
+                // Usage that cannot be true is not summed: the token events stand in
+                // (`benchplan.token_accounting.corrected` counts these requests).
+                (Some(n), _)
+                    if super::checks::usage_impossible(
+                        n,
+                        u64::from(o.chunks),
+                        r.expected_output_len,
+                    ) =>
+                {
+                    sources.3 += 1;
+                    u64::from(o.chunks)
+                }
                 (Some(n), _) => {
                     sources.0 += 1;
                     n
@@ -421,9 +435,9 @@ pub fn summarize(
         s.max_output_tokens_per_s = max_output_tokens_per_s(&ok);
         s.max_concurrent_requests = peak_concurrency(&ok);
         s.token_source = Some(match sources {
-            (_, 0, 0) => TokenSource::Usage,
-            (0, _, 0) => TokenSource::Tokenizer,
-            (0, 0, _) => TokenSource::One,
+            (_, 0, 0, 0) => TokenSource::Usage,
+            (0, _, 0, 0) => TokenSource::Tokenizer,
+            (0, 0, _, 0) => TokenSource::One,
             _ => TokenSource::Mixed,
         });
         s.mean_tokens_per_chunk = if chunks > 0 {

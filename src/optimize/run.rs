@@ -14,7 +14,7 @@ use std::time::{Instant, SystemTime};
 use serde_json::{Map, Value, json};
 
 use super::search::{Config, Ending, Eval, Outcome, Phase, Request, search};
-use crate::executor::json_bytes;
+use crate::executor::{RunControl, json_bytes};
 use crate::exit::Exit;
 use crate::files::write_atomic;
 use crate::load::case::execute;
@@ -158,15 +158,23 @@ fn config(opt: &Optimize, integer: bool, smallest: bool, min: f64, max: f64) -> 
 /// One measured run at `req.value`: its verdict, and its result JSON (also written to `dir/file`).
 #[allow(clippy::too_many_arguments)]
 async fn evaluate(
-    planned: &Planned,
-    case: &Case,
-    svc: &Service,
-    r: &Resolved,
+    at: &Cell<'_>,
     var: Var,
     req: Request,
     file: &str,
     dir: &Path,
 ) -> (Eval, Option<(String, Value)>) {
+    let Cell {
+        planned,
+        case,
+        svc,
+        r,
+        ctl,
+    } = *at;
+    let interrupted = || Eval::Interrupted(format!("interrupted by {}", ctl.signal_name()));
+    if ctl.stopping() {
+        return (interrupted(), None);
+    }
     let opt = planned.plan.optimize.as_ref().expect("an optimize block");
     let mut p: CaseParams = crate::service::preflight::shaped(&case.params, r.found.as_ref());
     match var {
@@ -195,13 +203,33 @@ async fn evaluate(
         }
         let opts = RunOptions {
             data_dir: planned.source.dir.clone(),
+            stop: ctl.case_stop(),
             ..RunOptions::default()
         };
         let res = match execute(r, svc, &p, &opts).await {
             Ok(res) => res,
+            Err(_) if ctl.interrupted() => return (interrupted(), None),
             Err(e) => return (Eval::Infra(format!("{e}; {}", health(r).await)), None),
         };
         let s = &res.summary;
+        if ctl.interrupted() {
+            // A probe a signal cut short is kept, marked, and judges nothing.
+            let header = Header {
+                date: timefmt::stamp_dash(SystemTime::now()),
+                label: Some(case.id.clone()),
+                model_id: r.model_root.clone(),
+                tokenizer_id: Some(r.tokenizer_id.clone()),
+            };
+            let mut extras = res.extras(&p, &prepared);
+            extras.insert("case_id".into(), json!(case.id));
+            extras.insert("phase".into(), json!(req.phase));
+            let result = res.result_json(&header, &p, false, extras);
+            let partial = file.replace(".json", ".interrupted.json");
+            if write_atomic(&dir.join(&partial), &json_bytes(&Value::Object(result))).is_ok() {
+                eprintln!("  {partial}: cut short by {} (kept, not judged)", ctl.signal_name());
+            }
+            return (interrupted(), None);
+        }
         // Every request refused or unanswered is an outage, not an SLO verdict.
         let infra = s.completed == 0
             && s.errors_by_kind
@@ -296,22 +324,23 @@ async fn evaluate(
     }
 }
 
+/// One matrix cell being searched: its case, service and the run's interrupt.
+#[derive(Clone, Copy)]
+struct Cell<'a> {
+    planned: &'a Planned,
+    case: &'a Case,
+    svc: &'a Service,
+    r: &'a Resolved,
+    ctl: &'a RunControl,
+}
+
 /// One search stage for one cell. Returns the outcome and each run's result JSON by file.
-async fn stage(
-    planned: &Planned,
-    case: &Case,
-    svc: &Service,
-    r: &Resolved,
-    var: Var,
-    cfg: &Config,
-    dir: &Path,
-) -> (Outcome, Map<String, Value>) {
+async fn stage(at: &Cell<'_>, var: Var, cfg: &Config, dir: &Path) -> (Outcome, Map<String, Value>) {
     let results = std::cell::RefCell::new(Map::new());
     let eval = |req: Request| {
         let results = &results;
         async move {
-            let (e, result) =
-                evaluate(planned, case, svc, r, var, req, &file_name(&req, var), dir).await;
+            let (e, result) = evaluate(at, var, req, &file_name(&req, var), dir).await;
             if let Some((file, v)) = result {
                 results.borrow_mut().insert(file, v);
             }
@@ -392,10 +421,24 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
         let started = SystemTime::now();
         let base = results_dir.map(Path::to_path_buf).unwrap_or_else(|| planned.plan.execution.results_dir.clone());
         let root = base.join("optimize").join(format!("opt_{}", timefmt::stamp_underscore(started)));
+        // The folder exists from the moment it is named: a search stopped at once still
+        // leaves it, with its report.
+        if let Err(e) = std::fs::create_dir_all(&root) {
+            eprintln!("error: cannot create {}: {e}", root.display());
+            return Exit::Runtime;
+        }
         eprintln!("results: {}", root.display());
+        let ctl = std::sync::Arc::new(RunControl::default());
+        ctl.listen("the search stops: the probe in flight stops sending; every finished probe stays in the archive and the report says how far the search got (a second signal abandons what is in flight)");
+        let ctl = &*ctl;
         let mut cells = Vec::new();
         let mut code = Exit::Ok;
         for case in &planned.cases {
+            if ctl.stopping() {
+                eprintln!("search {}: not started ({})", case.id, ctl.signal_name());
+                cells.push(json!({"case_id": case.id, "service": case.service, "search": opt.search, "ending": "not_started", "recommendation": format!("Not started: interrupted by {}.", ctl.signal_name()), "exploration_history": [], "notes": [], "runs": 0}));
+                continue;
+            }
             let svc = &planned.plan.services[&case.service];
             let mut r = match resolve(svc, false, None).await {
                 Ok(r) => r,
@@ -438,13 +481,14 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
             };
             // Two-stage searches keep each stage's runs apart; one stage writes into the cell folder.
             let stage1_dir = if opt.search == SearchVar::Both { dir.join("stage1") } else { dir.clone() };
-            let (mut outcome, mut results) = stage(planned, case, svc, &r, stages[0].0, &stages[0].1, &stage1_dir).await;
+            let at = Cell { planned, case, svc, r: &r, ctl };
+            let (mut outcome, mut results) = stage(&at, stages[0].0, &stages[0].1, &stage1_dir).await;
             let mut stage2 = None;
             let stage1_runs = outcome.history.len();
             if opt.search == SearchVar::Both {
                 if let Some(c) = outcome.answer {
                     let (v, cfg) = rate(Some(c as u64));
-                    let (o2, r2) = stage(planned, case, svc, &r, v, &cfg, &dir.join("stage2")).await;
+                    let (o2, r2) = stage(&at, v, &cfg, &dir.join("stage2")).await;
                     stage2 = Some((c, o2.clone()));
                     results.extend(r2);
                     outcome = o2;
@@ -462,10 +506,10 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
                     let var = Var::Rate { fixed_concurrency: Some(conc) };
                     let req = Request { phase: Phase::Validation, index: 1, value: rate_v, prompts: opt.validation.floor };
                     let file = format!("neighbour_c{conc}_r{rate_v}.json");
-                    let (e, _) = evaluate(planned, case, svc, &r, var, req, &file, &dir.join("stage2")).await;
+                    let (e, _) = evaluate(&at, var, req, &file, &dir.join("stage2")).await;
                     let (pass, violations) = match e {
                         Eval::Measured { pass, violations, .. } => (Some(pass), violations),
-                        Eval::Infra(msg) => (None, vec![msg]),
+                        Eval::Infra(msg) | Eval::Interrupted(msg) => (None, vec![msg]),
                     };
                     if pass == Some(true) && (conc > c || rate_v > rate_found) {
                         outcome.notes.push(format!("the neighbour max_concurrency={conc}, request_rate={rate_v} also meets the SLOs"));
@@ -486,6 +530,12 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
                 (Ending::NotValidated, Some(a)) => format!("Could not validate; {param}={a} passed a search run (not validation)."),
                 (Ending::FailsAtMinimum, _) => "The service cannot meet the SLOs even at the minimum load.".to_string(),
                 (Ending::Infrastructure(e), _) => format!("The search stopped: the service failed ({e})."),
+                (Ending::Interrupted(why), _) => format!(
+                    "Interrupted ({why}) after {} run(s): {}, {}; no answer.",
+                    outcome.history.len(),
+                    outcome.highest_pass.map_or("no value passed yet".to_string(), |v| format!("{param}={v} passed")),
+                    outcome.lowest_fail.map_or("none failed yet".to_string(), |v| format!("{param}={v} failed"))
+                ),
                 _ => "No value met the SLOs.".to_string(),
             };
             // Against a baseline search: a lower answer (a higher one when searching the
@@ -505,6 +555,7 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
             let regressed = baseline.as_ref().is_some_and(|b| b["regression"] == true);
             code = code.worst(match outcome.ending {
                 Ending::Infrastructure(_) => Exit::Runtime,
+                Ending::Interrupted(_) => ctl.interrupt_exit(),
                 // An answer no validation run confirmed is not an answer.
                 Ending::FailsAtMinimum | Ending::NotValidated => Exit::SloViolated,
                 _ if regressed => Exit::Regression,
@@ -566,7 +617,11 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
             eprintln!("  {recommendation} ({runs} runs, {secs:.1} s)");
             cells.push(report);
         }
-        let md = match crate::report::render("optimize.md.j2", crate::report::OPTIMIZE_MD, &json!({"plan": planned.plan.name, "cells": cells})) {
+        if ctl.interrupted() {
+            code = code.worst(ctl.interrupt_exit());
+        }
+        let interrupted = ctl.interrupted().then(|| ctl.signal_name());
+        let md = match crate::report::render("optimize.md.j2", crate::report::OPTIMIZE_MD, &json!({"plan": planned.plan.name, "cells": cells, "interrupted": interrupted})) {
             Ok(md) => md,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -583,6 +638,10 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
             let _ = std::fs::remove_file(&latest);
             #[cfg(unix)]
             let _ = std::os::unix::fs::symlink(name, &latest);
+        }
+        crate::report::write::append_step_summary(&md);
+        if let Some(sig) = interrupted {
+            eprintln!("verdict: interrupted by {sig}: exit {}", code.code());
         }
         println!("{md}");
         code

@@ -41,6 +41,9 @@ pub enum Eval {
     },
     /// The service did not answer (down, every request refused): not an SLO verdict.
     Infra(String),
+    /// A signal stopped the run (the words say which): the search ends here, with the
+    /// bracket found so far.
+    Interrupted(String),
 }
 
 /// One measured run of the search.
@@ -88,6 +91,9 @@ pub enum Ending {
     FailsAtMinimum,
     /// The service stopped answering; the history holds what was measured.
     Infrastructure(String),
+    /// A signal stopped the search; the history holds what was measured, and the
+    /// bracket (highest pass, lowest fail) is as far as it got. No answer.
+    Interrupted(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -128,7 +134,7 @@ where
         ($phase:expr, $value:expr, $budget:expr) => {{
             let value = $value;
             let mut verdicts: Vec<(bool, Vec<f64>)> = Vec::new();
-            let mut infra: Option<String> = None;
+            let mut infra: Option<Ending> = None;
             let mut runs = 1;
             let mut i = 0;
             while i < runs {
@@ -143,7 +149,11 @@ where
                 }
                 match e {
                     Eval::Infra(msg) => {
-                        infra = Some(msg);
+                        infra = Some(Ending::Infrastructure(msg));
+                        break;
+                    }
+                    Eval::Interrupted(msg) => {
+                        infra = Some(Ending::Interrupted(msg));
                         break;
                     }
                     Eval::Measured { pass, margin, violations, judged, file } => {
@@ -156,10 +166,13 @@ where
                 }
                 i += 1;
             }
-            if let Some(msg) = infra {
+            if let Some(ending) = infra {
                 return Outcome {
-                    answer: best_pass(&history, cfg.smallest),
-                    ending: Ending::Infrastructure(msg),
+                    answer: match ending {
+                        Ending::Interrupted(_) => None,
+                        _ => best_pass(&history, cfg.smallest),
+                    },
+                    ending,
                     highest_pass: best_pass(&history, false),
                     lowest_fail: lowest_fail(&history),
                     history,
@@ -330,10 +343,14 @@ where
             prompts: prompts(cfg.validation, value, scale),
         };
         match eval(req).await {
-            Eval::Infra(msg) => {
+            e @ (Eval::Infra(_) | Eval::Interrupted(_)) => {
                 return Outcome {
                     answer: None,
-                    ending: Ending::Infrastructure(msg),
+                    ending: match e {
+                        Eval::Interrupted(msg) => Ending::Interrupted(msg),
+                        Eval::Infra(msg) => Ending::Infrastructure(msg),
+                        Eval::Measured { .. } => unreachable!("matched above"),
+                    },
                     highest_pass: best_pass(&history, false),
                     lowest_fail: lowest_fail(&history),
                     history,

@@ -63,6 +63,13 @@ pub struct Service {
     /// command line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<bool>,
+    /// A 307/308 redirect to another origin (scheme, host or port): `follow` sends the
+    /// request on without `Authorization`, `Proxy-Authorization`, cookies and every
+    /// secret-looking header, as browsers, aiohttp and reqwest do (the default);
+    /// `refuse` fails the request as `cross_origin_redirect`, naming the `Location`.
+    /// Same-origin redirects are followed with every header either way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_origin_redirects: Option<CrossOrigin>,
     /// How this service's requests are worded (chat content, request-id header,
     /// stream_options, output-length key); wins over `defaults.request_shape`, field by
     /// field, where the matrix sets nothing.
@@ -100,4 +107,17 @@ impl Service {
             .filter(|t| *t != "server")
             .map(PathBuf::from)
     }
+}
+
+/// What a redirect to another origin gets (see [`Service::cross_origin_redirects`]).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CrossOrigin {
+    /// Followed without the credentials.
+    #[default]
+    Follow,
+    /// Not followed: the request fails, naming the `Location`.
+    Refuse,
 }

@@ -135,7 +135,13 @@ fn merge_slos(plan: &[(Slo, String)], own: &[(Slo, String)]) -> Vec<(Slo, String
 
 /// Loads, expands and validates. On failure, every diagnostic (errors and warnings).
 pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
+    // Every secret the plan holds is kept out of every file (see `redact`), whatever
+    // writes it.
+    crate::redact::register(crate::redact::secret_values(&source.value));
     let (mut plan, mut diags) = load::load(&source);
+    if let Ok(v) = serde_json::to_value(&plan) {
+        crate::redact::register(crate::redact::secret_values(&v));
+    }
     if plan.services.is_empty() && !source.has("services") {
         let (name, svc) = default_service();
         plan.services.insert(name, svc);

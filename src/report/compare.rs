@@ -5,13 +5,13 @@
 use std::path::Path;
 
 use indexmap::IndexMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::plan::Report;
 use crate::results::read::CaseFile;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeltaRow {
     pub case: String,
     pub metric: String,
@@ -20,14 +20,14 @@ pub struct DeltaRow {
     pub delta_pct: f64,
     pub threshold_pct: f64,
     /// `higher` or `lower` is better.
-    pub better: &'static str,
+    pub better: std::borrow::Cow<'static, str>,
     /// One-sided p-value of a change for the worse (see `significance`); None when the
     /// results carry no samples to test.
     pub p_value: Option<f64>,
     pub regression: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Comparison {
     pub baseline: String,
     pub candidate: String,
@@ -319,7 +319,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
                 cand: cv,
                 delta_pct: delta * 100.0,
                 threshold_pct: t * 100.0,
-                better,
+                better: better.into(),
                 p_value,
                 regression: beyond && p_value.is_none_or(|p| p < cfg.significance),
             });

@@ -76,6 +76,15 @@ pub fn render_html<T: serde::Serialize>(
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
+    // Control and bidi characters go before the markup is escaped, as every other
+    // format replaces them (`escape::html_text`).
+    env.set_formatter(|out, state, value| match value.as_str() {
+        Some(s) if !value.is_safe() => {
+            let clean = crate::escape::html_text(s);
+            minijinja::escape_formatter(out, state, &minijinja::Value::from(clean.as_ref()))
+        }
+        _ => minijinja::escape_formatter(out, state, value),
+    });
     env.add_filter("num", num);
     env.add_filter("pval", pval);
     env.add_template(template_name, source)
@@ -104,11 +113,11 @@ fn pval(v: minijinja::Value) -> minijinja::Value {
     minijinja::Value::from_safe_string(compare::p_text(p))
 }
 
-/// `{{ x | num }}`: two decimals, `-` for none (a number needs no escaping; anything
+/// `{{ x | num }}`: two decimals (bounded in width: `escape::number`), `-` for none (a number needs no escaping; anything
 /// else is passed on to be escaped).
 fn num(v: minijinja::Value) -> minijinja::Value {
     match f64::try_from(v.clone()) {
-        Ok(x) if x.is_finite() => minijinja::Value::from_safe_string(format!("{x:.2}")),
+        Ok(x) if x.is_finite() => minijinja::Value::from_safe_string(crate::escape::number(x)),
         _ if v.is_none() || v.is_undefined() => minijinja::Value::from_safe_string("-".into()),
         _ => minijinja::Value::from(v.to_string()),
     }

@@ -1,7 +1,7 @@
 //! The report view model: what every report format shows, built once from a run.
 //! templates/README.md documents each field for template authors.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use serde_json::{Map, Value};
 
@@ -179,7 +179,7 @@ pub struct ReportView {
 
 /// The trend verdict a run's report carries: how many series of the history regressed
 /// recently, and a line for each.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TrendVerdict {
     pub history: String,
     pub runs: usize,
@@ -202,6 +202,33 @@ pub struct RunHead {
     pub slos: Vec<String>,
     /// The run folder.
     pub folder: Option<String>,
+}
+
+/// What a run judged beside its cases (the plan's description and SLOs, the baseline
+/// comparison, the history's trend), kept in its manifest (`judged`) so that
+/// `benchplan report DIR` rebuilds exactly the verdict and sections the run wrote,
+/// whether or not the baseline and the history are still where they were.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Judged {
+    pub description: Option<String>,
+    pub slos: Vec<String>,
+    /// The plan set SLOs of its own (see [`ReportView::assemble`]).
+    pub have_slos: bool,
+    pub comparison: Option<super::compare::Comparison>,
+    pub trend: Option<TrendVerdict>,
+}
+
+impl Judged {
+    /// What `view` judged.
+    pub fn of(view: &ReportView, have_slos: bool) -> Judged {
+        Judged {
+            description: view.description.clone(),
+            slos: view.slos.clone(),
+            have_slos,
+            comparison: view.comparison.clone(),
+            trend: view.trend.clone(),
+        }
+    }
 }
 
 impl ReportView {

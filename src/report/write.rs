@@ -150,7 +150,7 @@ pub fn write_reports(
             unwritten.push(file.to_string());
         }
     }
-    if std::env::var_os("GITHUB_STEP_SUMMARY").is_some() {
+    if step_summary_path().is_some() {
         // The verdict and what failed, not the whole report: GitHub caps a step summary
         // at 1 MiB and cannot show the charts' relative links.
         match super::render("summary.md.j2", super::SUMMARY_MD, report) {
@@ -172,10 +172,16 @@ pub fn write_reports(
     }
 }
 
+/// The job's step summary file: `$GITHUB_STEP_SUMMARY` when it is set and not empty
+/// (an empty value, as a job that clears it leaves, means no step summary).
+pub fn step_summary_path() -> Option<std::ffi::OsString> {
+    std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty())
+}
+
 /// Appends markdown to the job's step summary in a GitHub job (`$GITHUB_STEP_SUMMARY`),
 /// a blank line from what an earlier step wrote; a failure to append is a warning.
 pub fn append_step_summary(text: &str) {
-    let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY") else {
+    let Some(summary) = step_summary_path() else {
         return;
     };
     let text = format!("{}\n", text.trim_end());

@@ -110,7 +110,7 @@ pub const POST_REDIRECTS: Deviation = Deviation {
 
 pub const OUTPUT_CHECKS: Deviation = Deviation {
     id: "output_checks",
-    what: "the server's usage is checked against the token events it streamed (`benchplan.token_accounting`), totals saturate instead of wrapping, and a case sent with ignore_eos that gets back less than min_output_ratio (default 90%) of the tokens it asked for fails its verdict; vLLM believes usage and passes short outputs",
+    what: "the server's usage is checked against the token events it streamed (`benchplan.token_accounting`); usage that cannot be true (above the request's max_tokens, or below its token events) is not summed and the events are counted instead (`corrected`), totals saturate instead of wrapping, and a case sent with ignore_eos that gets back less than min_output_ratio (default 90%) of the tokens it asked for fails its verdict; vLLM believes usage and passes short outputs",
 };
 
 pub const REQUEST_SHAPE: Deviation = Deviation {

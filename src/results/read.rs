@@ -12,7 +12,8 @@ use crate::plan::params::Metric;
 use crate::slo::{Measured, Stat, Verdict};
 
 /// A result file's JSON: the whole file, or for vLLM's `--append-result` files (one
-/// object per line) the last line.
+/// object per line) the last line. Impossible values are refused ([`check`]); a scalar
+/// that contradicts its own histogram is warned about on stderr.
 pub fn read_file(path: &Path) -> Result<Value, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -21,9 +22,91 @@ pub fn read_file(path: &Path) -> Result<Value, String> {
         .rev()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("");
-    serde_json::from_str(&text)
+    let v: Value = serde_json::from_str(&text)
         .or_else(|_| serde_json::from_str(last))
-        .map_err(|e| format!("{} is not a result JSON: {e}", path.display()))
+        .map_err(|e| format!("{} is not a result JSON: {e}", path.display()))?;
+    if let Value::Object(m) = &v {
+        let warnings = check(m).map_err(|e| format!("{}: {e}", path.display()))?;
+        for w in warnings {
+            eprintln!(
+                "warning: {}: {}",
+                path.display(),
+                crate::escape::console(&w)
+            );
+        }
+    }
+    Ok(v)
+}
+
+/// Past this, a latency in ms (31,000 years) or a rate is no measurement.
+const IMPOSSIBLE: f64 = 1e15;
+
+/// Whether a top-level key of a result holds a measured number: a latency statistic,
+/// a throughput, a duration or a count.
+fn is_measured_key(k: &str) -> bool {
+    k.ends_with("_ms")
+        || k.ends_with("_throughput")
+        || k.ends_with("_goodput")
+        || matches!(
+            k,
+            "duration"
+                | "completed"
+                | "failed"
+                | "total_input_tokens"
+                | "total_output_tokens"
+                | "max_concurrent_requests"
+        )
+}
+
+/// The values of a result that cannot have been measured: a measured key holding a
+/// non-number, a negative number or one past [`IMPOSSIBLE`] is an error (the first,
+/// by key); a mean latency that disagrees with the histogram beside it beyond its
+/// rounding (3 significant digits: 2% and 0.01 ms allowed) is a warning.
+pub fn check(m: &Map<String, Value>) -> Result<Vec<String>, String> {
+    for (k, v) in m.iter().filter(|(k, _)| is_measured_key(k)) {
+        match v {
+            Value::Null => {}
+            Value::Number(n) => {
+                let x = n.as_f64().unwrap_or(f64::NAN);
+                if !x.is_finite() || x < 0.0 || x > IMPOSSIBLE {
+                    return Err(format!(
+                        "`{k}` is {}, which no measurement gives (negative, not finite, or above 1e15): the file was damaged or written by hand",
+                        crate::escape::number(x)
+                    ));
+                }
+            }
+            other => {
+                return Err(format!(
+                    "`{k}` should be a number but is {}: the file was damaged or written by hand",
+                    match other {
+                        Value::String(_) => "a string",
+                        Value::Bool(_) => "a boolean",
+                        Value::Array(_) => "a list",
+                        _ => "an object",
+                    }
+                ));
+            }
+        }
+    }
+    let f = CaseFile(m);
+    let mut warnings = Vec::new();
+    for metric in ["ttft", "tpot", "itl", "e2el"] {
+        let (Some(scalar), Some(h)) = (f.latency_ms("mean", metric), f.histogram(metric)) else {
+            continue;
+        };
+        if h.is_empty() {
+            continue;
+        }
+        let from_hist = h.mean() / 1e3;
+        if (scalar - from_hist).abs() > 0.02 * from_hist.abs().max(scalar.abs()) + 0.01 {
+            warnings.push(format!(
+                "`mean_{metric}_ms` is {} but its histogram's mean is {} ms: one of them was changed after the run",
+                crate::escape::number(scalar),
+                crate::escape::number(from_hist)
+            ));
+        }
+    }
+    Ok(warnings)
 }
 
 /// A result file's JSON, read through typed accessors (borrowed: nothing is copied).

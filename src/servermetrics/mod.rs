@@ -172,7 +172,7 @@ impl ServerMetrics {
         }
         ServerMetrics {
             server,
-            url: src.url.clone(),
+            url: crate::redact::url(&src.url),
             interval_s: src.interval.as_secs_f64(),
             scrapes,
             failed_scrapes,

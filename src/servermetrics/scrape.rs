@@ -56,14 +56,14 @@ impl Source {
             .timeout(Duration::from_secs(5))
             .send()
             .await
-            .map_err(|e| format!("GET {}: {e}", self.url))?;
+            .map_err(|e| format!("GET {}: {e}", crate::redact::url(&self.url)))?;
         if !resp.status().is_success() {
-            return Err(format!("GET {}: HTTP {}", self.url, resp.status().as_u16()));
+            return Err(format!("GET {}: HTTP {}", crate::redact::url(&self.url), resp.status().as_u16()));
         }
         let body = resp
             .bytes()
             .await
-            .map_err(|e| format!("GET {}: {e}", self.url))?;
+            .map_err(|e| format!("GET {}: {e}", crate::redact::url(&self.url)))?;
         parse(&String::from_utf8_lossy(&body))
     }
 

@@ -58,6 +58,11 @@ pub async fn resolve(
         (None, Some(url)) => (BaseUrl::parse(url).map_err(|e| e.to_string())?, None),
         (None, None) => return Err("the service has neither base_url nor sim".into()),
     };
+    if sim.is_none() && service.proxies().for_url(base_url.as_str()).is_none() {
+        // A server that is down is named as such before any model or tokenizer check
+        // could blame something else.
+        reachable(&base_url).await?;
+    }
     let options = ClientOptions {
         insecure: insecure || service.insecure == Some(true),
         ca_cert: service.ca_cert.clone(),
@@ -105,6 +110,33 @@ pub async fn resolve(
     })
 }
 
+/// Whether a TCP connection to the base URL's host and port opens (within 30 s, as
+/// the client's connect timeout); the error names the address and the OS's words.
+pub async fn reachable(base_url: &BaseUrl) -> Result<(), String> {
+    let Ok(url) = reqwest::Url::parse(base_url.as_str()) else {
+        return Ok(());
+    };
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return Ok(());
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let addr = format!("{host}:{port}");
+    match tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::net::TcpStream::connect((host, port)),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!(
+            "cannot connect to {base_url} ({addr}): {e}; is the server running and listening there?"
+        )),
+        Err(_) => Err(format!(
+            "cannot connect to {base_url} ({addr}): no answer within 30 s; is the address right and the server reachable from here?"
+        )),
+    }
+}
+
 /// The tokenizer of a service: the plan's (a path, a Hugging Face id in the local cache,
 /// or "server"), else the model's `root` when it is a local folder, else — for the
 /// simulator only — the built-in word tokenizer. Anything else is a clear error.
@@ -118,11 +150,11 @@ pub fn resolve_tokenizer(
     };
     match service.tokenizer.as_deref() {
         Some("server") => {
-            let shown = base_url.map_or("", BaseUrl::as_str);
+            let shown = base_url.map_or(String::new(), BaseUrl::shown);
             let addr = base_url
                 .and_then(BaseUrl::plain_http_addr)
                 .ok_or_else(|| format!("tokenizer = \"server\" needs a plain http:// base_url, not {shown}; give a tokenizer path instead"))?;
-            let via = service.proxies().for_url(shown);
+            let via = service.proxies().for_url(base_url.map_or("", BaseUrl::as_str));
             // Before any traffic: a server without a working tokenize endpoint is a clear
             // error here, not an empty vocabulary later.
             if let Some(t) = server_tokenizer(addr, via) {
@@ -178,6 +210,7 @@ pub fn headers(service: &Service) -> Result<HeaderMap, String> {
                 .map_err(|_| format!("${var} holds characters a header cannot carry"))?;
             v.set_sensitive(true);
             h.insert(AUTHORIZATION, v);
+            crate::redact::register([key]);
         }
     }
     for (k, v) in &service.headers {
@@ -187,6 +220,9 @@ pub fn headers(service: &Service) -> Result<HeaderMap, String> {
             .map_err(|_| format!("the value of header `{k}` is not valid"))?;
         value.set_sensitive(true);
         h.insert(name, value);
+        if crate::redact::is_secret_key(k) {
+            crate::redact::register([v.clone()]);
+        }
     }
     Ok(h)
 }
@@ -264,7 +300,8 @@ pub fn target(r: &Resolved, service: &Service, params: &CaseParams) -> Arc<Targe
             Limits::of(params),
         )
         .through(&r.proxies)
-        .worded(&params.request_shape),
+        .worded(&params.request_shape)
+        .redirecting(service.cross_origin_redirects),
     )
 }
 

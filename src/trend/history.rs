@@ -252,20 +252,44 @@ pub fn append(path: &Path, entries: &[Entry]) -> Result<(), String> {
         .map_err(|e| format!("cannot append to {}: {e}", path.display()))
 }
 
-/// Every entry of a history file, oldest first (by `when`, then file order).
+/// Every entry of a history file, oldest first (by `when`, then file order). A line
+/// that does not parse (the torn last line of a killed append, a hand edit) is skipped
+/// with a warning on stderr naming `file:line`, so one bad night does not break every
+/// later one; a file with no good line at all is an error naming its first bad one.
 pub fn read(path: &Path) -> Result<Vec<Entry>, String> {
+    let (entries, skipped) = read_healing(path)?;
+    for s in &skipped {
+        eprintln!("warning: {s}; the line is skipped");
+    }
+    Ok(entries)
+}
+
+/// [`read`]'s entries and the lines it skipped (`file:line: why`).
+pub fn read_healing(path: &Path) -> Result<(Vec<Entry>, Vec<String>), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut out = Vec::new();
+    let mut skipped = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let e: Entry = serde_json::from_str(line)
-            .map_err(|e| format!("{}:{}: not a history line: {e}", path.display(), i + 1))?;
-        out.push(e);
+        match serde_json::from_str::<Entry>(line) {
+            Ok(e) => out.push(e),
+            Err(e) => skipped.push(format!(
+                "{}:{}: not a history line: {e}",
+                path.display(),
+                i + 1
+            )),
+        }
+    }
+    if out.is_empty() && !skipped.is_empty() {
+        return Err(format!(
+            "{} (and every other line of it: this is no benchplan history)",
+            skipped[0]
+        ));
     }
     out.sort_by(|a, b| a.when.cmp(&b.when));
-    Ok(out)
+    Ok((out, skipped))
 }
 
 /// The commit of the repository holding `dir`: `$GITHUB_SHA` in a GitHub job, else
@@ -325,7 +349,18 @@ mod tests {
                 e("2026-01-02T00:00:00Z", 2.0)
             ]
         );
-        std::fs::write(&path, "{\"v\":1}\n").unwrap();
+        // A torn last line is skipped and named; the next append starts on a clean line.
+        let good = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, format!("{good}{{\"v\":1,\"when\":\"2026-0")).unwrap();
+        let (back, skipped) = read_healing(&path).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(skipped.len(), 1);
+        assert!(skipped[0].contains("plan.jsonl:3: not a history line"), "{skipped:?}");
+        append(&path, &[e("2026-01-03T00:00:00Z", 3.0)]).unwrap();
+        let (back, skipped) = read_healing(&path).unwrap();
+        assert_eq!((back.len(), skipped.len()), (3, 1));
+        // A file wrong throughout is no history.
+        std::fs::write(&path, "{\"v\":1}\nnot json\n").unwrap();
         let err = read(&path).unwrap_err();
         assert!(err.contains("plan.jsonl:1: not a history line"), "{err}");
         assert_eq!(vllm_date("20260301-142530"), "2026-03-01T14:25:30Z");

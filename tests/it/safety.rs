@@ -534,7 +534,7 @@ fn the_step_summary_of_a_500_case_plan_stays_under_githubs_limit() {
                 cand: 2.0,
                 delta_pct: 100.0,
                 threshold_pct: 5.0,
-                better: "lower",
+                better: "lower".into(),
                 p_value: Some(1e-9),
                 regression: true,
             });

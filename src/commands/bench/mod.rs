@@ -262,7 +262,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         extras.insert("command".into(), json!(crate::redact::this_command()));
         extras.insert(
             "params".into(),
-            serde_json::to_value(&case.params).expect("params serialise"),
+            crate::redact::redacted(&case.params),
         );
         let json = result.result_json(&header, &case.params, args.save_detailed, extras);
         let mut written = None;

@@ -582,29 +582,36 @@ fn service_views(
     planned: &Planned,
     services: &crate::service::fleet::Services,
 ) -> Vec<ServiceView> {
+    use crate::service::fleet::Readiness;
     let plan = &planned.plan;
+    let kind = |n: &str| {
+        if plan.services[n].is_sim() {
+            "simulator".to_string()
+        } else {
+            "external".to_string()
+        }
+    };
     plan.services
         .keys()
         .filter_map(|n| services.get(n).map(|r| (n, r)))
         .map(|(n, r)| match r {
-            Ok(r) => ServiceView {
+            Readiness::Ready(r) => ServiceView {
                 name: n.clone(),
-                kind: if r.sim.is_some() {
-                    "simulator".into()
-                } else {
-                    "external".into()
-                },
+                kind: kind(n),
                 base_url: r.base_url.to_string(),
                 model: r.model.clone(),
                 error: None,
             },
-            Err(e) => ServiceView {
+            Readiness::WithItsCases => ServiceView {
                 name: n.clone(),
-                kind: if plan.services[n].is_sim() {
-                    "simulator".into()
-                } else {
-                    "external".into()
-                },
+                kind: kind(n),
+                base_url: "started with its cases".into(),
+                model: plan.services[n].model.clone().unwrap_or_default(),
+                error: None,
+            },
+            Readiness::Unavailable(e) => ServiceView {
+                name: n.clone(),
+                kind: kind(n),
                 base_url: plan.services[n]
                     .base_url
                     .as_deref()

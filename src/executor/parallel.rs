@@ -3,7 +3,7 @@
 //! endpoint disturb each other's measurements). A case whose service is unavailable
 //! fails without traffic; after an interrupt no new case starts.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,9 +13,10 @@ use super::case::{CaseOutcome, Status, run_case};
 use super::resume::Finished;
 use super::{RunControl, json_bytes};
 use crate::files::write_atomic;
-use crate::planner::Planned;
+use crate::planner::{Case, Planned};
 use crate::results::read::CaseFile;
-use crate::service::fleet::Services;
+use crate::service::fleet::{Readiness, Services};
+use crate::service::target::Resolved;
 
 /// `1h02m`, `3m20s`, `12s`.
 fn hms(secs: f64) -> String {
@@ -134,16 +135,17 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome>
     for i in todo {
         let case = &planned.cases[i];
         match &services[&case.service] {
-            Ok(_) => runnable.push(i),
-            Err(e) => {
-                let o =
-                    CaseOutcome::failed(format!("service `{}` is unavailable: {e}", case.service));
+            Readiness::Ready(_) | Readiness::WithItsCases => runnable.push(i),
+            Readiness::Unavailable(e) => {
+                let o = unavailable(&case.service, e);
                 record(manifest, i, &case.id, &case.service, &o, dir);
                 out[i] = Some(o);
             }
         }
     }
-    let resolved = |name: &str| services[name].as_ref().expect("runnable").clone();
+    // Simulators that start with their cases: up from a service's first case to its
+    // last, at most `parallel` at a time (see `fleet::MAX_LIVE_SIMS`).
+    let mut sims = LiveSims::new(services, planned, &runnable);
     // ETA from the measured pace, per request: cases differ in size.
     let prompts = |i: usize| planned.cases[i].params.num_prompts.max(1) as f64;
     let mut left: f64 = runnable.iter().map(|&i| prompts(i)).sum();
@@ -161,7 +163,11 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome>
             }
             log(dir, &format!("[{}/{total}] {}", i + 1, case.id), quiet);
             let started = std::time::Instant::now();
-            let o = run_case(planned, case, &resolved(&case.service), dir, progress, ctl).await;
+            let o = match sims.get(planned, case).await {
+                Ok(r) => run_case(planned, case, &r, dir, progress, ctl).await,
+                Err(e) => unavailable(&case.service, &e),
+            };
+            sims.done(&case.service);
             let took = started.elapsed().as_secs_f64();
             left -= prompts(i);
             spent += took;
@@ -210,12 +216,8 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome>
                     &format!("[{}/{total}] {} (started)", i + 1, case.id),
                     quiet,
                 );
-                let (planned, r, dir, ctl) = (
-                    planned.clone(),
-                    resolved(&case.service),
-                    dir_owned.clone(),
-                    ctl.clone(),
-                );
+                let r = sims.get(&planned, &case).await;
+                let (planned, dir, ctl) = (planned.clone(), dir_owned.clone(), ctl.clone());
                 set.spawn(async move {
                     let t = std::time::Instant::now();
                     // Cases side by side: no bars (they would overwrite each other);
@@ -224,7 +226,10 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome>
                         bar: false,
                         ..progress
                     };
-                    let o = run_case(&planned, &case, &r, &dir, progress, &ctl).await;
+                    let o = match r {
+                        Ok(r) => run_case(&planned, &case, &r, &dir, progress, &ctl).await,
+                        Err(e) => unavailable(&case.service, &e),
+                    };
                     (i, o, t.elapsed().as_secs_f64())
                 });
             }
@@ -241,6 +246,7 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome>
             };
             let case = &planned.cases[i];
             busy.remove(&case.service);
+            sims.done(&case.service);
             left -= prompts(i);
             measured += prompts(i);
             let rate = t0.elapsed().as_secs_f64() / measured;
@@ -287,4 +293,61 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome>
             })
         })
         .collect()
+}
+
+/// A case of an unavailable service: failed at once, without traffic.
+fn unavailable(service: &str, why: &str) -> CaseOutcome {
+    CaseOutcome::failed(format!("service `{service}` is unavailable: {why}"))
+}
+
+/// The services of a run as its cases take them: ready ones as they are, and
+/// simulators that start with their service's first case ([`Readiness::WithItsCases`])
+/// started then and dropped (stopped, once no case holds them) after its last.
+struct LiveSims<'a> {
+    services: &'a Services,
+    live: HashMap<String, Result<Arc<Resolved>, String>>,
+    /// Cases of each simulator service still to run.
+    left: HashMap<String, usize>,
+}
+
+impl<'a> LiveSims<'a> {
+    fn new(services: &'a Services, planned: &Planned, runnable: &[usize]) -> LiveSims<'a> {
+        let mut left = HashMap::new();
+        for &i in runnable {
+            let s = &planned.cases[i].service;
+            if matches!(services.get(s), Some(Readiness::WithItsCases)) {
+                *left.entry(s.clone()).or_insert(0) += 1;
+            }
+        }
+        LiveSims {
+            services,
+            live: HashMap::new(),
+            left,
+        }
+    }
+
+    /// `case`'s service, started now if it starts with its cases.
+    async fn get(&mut self, planned: &Planned, case: &Case) -> Result<Arc<Resolved>, String> {
+        match &self.services[&case.service] {
+            Readiness::Ready(r) => Ok(r.clone()),
+            Readiness::Unavailable(e) => Err(e.clone()),
+            Readiness::WithItsCases => {
+                if !self.live.contains_key(&case.service) {
+                    let r = crate::service::fleet::bring_up(planned, case).await;
+                    self.live.insert(case.service.clone(), r);
+                }
+                self.live[&case.service].clone()
+            }
+        }
+    }
+
+    /// One case of `service` ended: after its last, its simulator is let go.
+    fn done(&mut self, service: &str) {
+        if let Some(n) = self.left.get_mut(service) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.live.remove(service);
+            }
+        }
+    }
 }

@@ -382,10 +382,37 @@ fn split_dotted(key: &str) -> Result<Vec<String>, String> {
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
+    LineIndex::new(text).at(offset)
+}
+
+/// Where each line of a text starts, so the line and column of a byte offset cost a
+/// binary search and the line's length, not a scan from the top: a plan of 100,000
+/// keys is located in linear time, not quadratic.
+struct LineIndex<'a> {
+    text: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    fn new(text: &'a str) -> LineIndex<'a> {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { text, starts }
+    }
+
+    /// 1-based line and column (in characters) of `offset`.
+    fn at(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let line = self.starts.partition_point(|&s| s <= offset);
+        let start = self.starts[line - 1];
+        let column = self
+            .text
+            .get(start..offset)
+            .map_or(0, |l| l.chars().count())
+            + 1;
+        (line, column)
+    }
 }
 
 fn parse_toml(
@@ -410,7 +437,7 @@ fn parse_toml(
     fn convert(
         v: &DeValue<'_>,
         path: &str,
-        text: &str,
+        lines: &LineIndex<'_>,
         spans: &mut HashMap<String, (usize, usize)>,
     ) -> Value {
         match v {
@@ -448,8 +475,8 @@ fn parse_toml(
                         let p = join_index(path, i);
                         spans
                             .entry(p.clone())
-                            .or_insert(line_col(text, item.span().start));
-                        convert(item.get_ref(), &p, text, spans)
+                            .or_insert_with(|| lines.at(item.span().start));
+                        convert(item.get_ref(), &p, lines, spans)
                     })
                     .collect(),
             ),
@@ -459,10 +486,10 @@ fn parse_toml(
                     let p = join_key(path, k.get_ref());
                     spans
                         .entry(p.clone())
-                        .or_insert(line_col(text, k.span().start));
+                        .or_insert_with(|| lines.at(k.span().start));
                     map.insert(
                         k.get_ref().to_string(),
-                        convert(item.get_ref(), &p, text, spans),
+                        convert(item.get_ref(), &p, lines, spans),
                     );
                 }
                 Value::Object(map)
@@ -472,7 +499,7 @@ fn parse_toml(
     Ok(convert(
         &DeValue::Table(table.into_inner()),
         "",
-        text,
+        &LineIndex::new(text),
         spans,
     ))
 }

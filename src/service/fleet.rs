@@ -15,8 +15,28 @@ use crate::servermetrics::Source;
 use crate::service::preflight::{self, Fit};
 use crate::service::target::{Resolved, resolve};
 
-/// Each pending service: ready, or why not.
-pub type Services = HashMap<String, Result<Arc<Resolved>, String>>;
+/// Each pending service: ready, why not, or a simulator that starts with its cases.
+pub type Services = HashMap<String, Readiness>;
+
+/// Where a service stands before its cases run.
+#[derive(Clone)]
+pub enum Readiness {
+    Ready(Arc<Resolved>),
+    /// Why it is unavailable: its cases fail with this.
+    Unavailable(String),
+    /// A simulator that starts with its service's first case and stops after its last
+    /// (a plan with more than [`MAX_LIVE_SIMS`] of them): [`bring_up`] starts it.
+    WithItsCases,
+}
+
+impl Readiness {
+    fn of(r: Result<Arc<Resolved>, String>) -> Readiness {
+        match r {
+            Ok(r) => Readiness::Ready(r),
+            Err(e) => Readiness::Unavailable(e),
+        }
+    }
+}
 
 /// How long an external service gets to come up: its first case's ready-check timeout,
 /// but at least a minute.
@@ -27,74 +47,100 @@ fn patience(case: &Case) -> Duration {
         .max(Duration::from_secs(60))
 }
 
-/// Resolves every service that has a case in `pending`.
+/// At most this many simulators are up at once. A plan with more simulator services
+/// starts each one with its service's first case and stops it after its last (a
+/// simulator holds about a megabyte and a port; 10,000 at once would hold 10 GB).
+pub const MAX_LIVE_SIMS: usize = 16;
+
+/// Resolves every service that has a case in `pending`; with more than
+/// [`MAX_LIVE_SIMS`] simulator services, the simulators are left to start with their
+/// cases ([`Readiness::WithItsCases`], see [`bring_up`]).
 pub async fn prepare(planned: &Planned, pending: &[&Case]) -> Services {
+    let mut sims: Vec<&str> = pending
+        .iter()
+        .filter(|c| planned.plan.services[&c.service].is_sim())
+        .map(|c| c.service.as_str())
+        .collect();
+    sims.sort_unstable();
+    sims.dedup();
+    let lazy_sims = sims.len() > MAX_LIVE_SIMS;
     let mut out: Services = HashMap::new();
     for case in pending {
         if out.contains_key(&case.service) {
             continue;
         }
-        let svc = &planned.plan.services[&case.service];
-        let limit = patience(case);
-        let ready = tokio::time::timeout(limit + Duration::from_secs(30), async {
-            let mut r = resolve(svc, false, None).await?;
-            preflight::check_model(&r, svc).await?;
-            // An external service must answer one request, worded as its cases word
-            // theirs, before its cases run (a refused wording is searched for one that
-            // works: see `preflight`). A simulator is ours: a faulty one is part of the
-            // plan, and its cases record their failures.
-            if !svc.is_sim() {
-                let until = Instant::now() + limit;
-                loop {
-                    match preflight::fit_service(&r, svc, &case.params).await {
-                        Fit::Ok => break,
-                        Fit::Found(f) => {
-                            eprintln!("note: {}", f.note(&case.service));
-                            r.found = Some(f);
-                            break;
-                        }
-                        Fit::Refused(e) => return Err(e),
-                        Fit::Failed(e) if Instant::now() >= until => {
-                            return Err(format!(
-                                "it did not answer a smoke request within {:.0} s: {e}",
-                                limit.as_secs_f64()
-                            ));
-                        }
-                        Fit::Failed(_) => tokio::time::sleep(Duration::from_secs(2)).await,
-                    }
-                }
-            }
-            Ok(r)
-        })
-        .await
-        .unwrap_or_else(|_| {
-            Err(format!(
-                "it did not come up within {:.0} s",
-                limit.as_secs_f64() + 30.0
-            ))
-        });
-        let ready = match ready {
-            Ok(mut r) => {
-                let spec = svc
-                    .server_metrics
-                    .clone()
-                    .or_else(|| case.params.server_metrics.clone())
-                    .unwrap_or_default();
-                r.metrics = metrics_source(&r, &spec, &case.service).await;
-                Ok(Arc::new(r))
-            }
-            Err(e) => {
-                eprintln!(
-                    "error: service `{}` is unavailable, its cases fail: {}",
-                    case.service,
-                    crate::escape::console(&e)
-                );
-                Err(e)
-            }
-        };
-        out.insert(case.service.clone(), ready);
+        if lazy_sims && planned.plan.services[&case.service].is_sim() {
+            out.insert(case.service.clone(), Readiness::WithItsCases);
+            continue;
+        }
+        let ready = bring_up(planned, case).await;
+        out.insert(case.service.clone(), Readiness::of(ready));
     }
     out
+}
+
+/// Brings `case`'s service up: resolved, its model checked, an external one answering
+/// a request worded as its cases word theirs, its metrics page found. The error says
+/// why it is unavailable (and is printed).
+pub async fn bring_up(planned: &Planned, case: &Case) -> Result<Arc<Resolved>, String> {
+    let svc = &planned.plan.services[&case.service];
+    let limit = patience(case);
+    let ready = tokio::time::timeout(limit + Duration::from_secs(30), async {
+        let mut r = resolve(svc, false, None).await?;
+        preflight::check_model(&r, svc).await?;
+        // An external service must answer one request, worded as its cases word
+        // theirs, before its cases run (a refused wording is searched for one that
+        // works: see `preflight`). A simulator is ours: a faulty one is part of the
+        // plan, and its cases record their failures.
+        if !svc.is_sim() {
+            let until = Instant::now() + limit;
+            loop {
+                match preflight::fit_service(&r, svc, &case.params).await {
+                    Fit::Ok => break,
+                    Fit::Found(f) => {
+                        eprintln!("note: {}", f.note(&case.service));
+                        r.found = Some(f);
+                        break;
+                    }
+                    Fit::Refused(e) => return Err(e),
+                    Fit::Failed(e) if Instant::now() >= until => {
+                        return Err(format!(
+                            "it did not answer a smoke request within {:.0} s: {e}",
+                            limit.as_secs_f64()
+                        ));
+                    }
+                    Fit::Failed(_) => tokio::time::sleep(Duration::from_secs(2)).await,
+                }
+            }
+        }
+        Ok(r)
+    })
+    .await
+    .unwrap_or_else(|_| {
+        Err(format!(
+            "it did not come up within {:.0} s",
+            limit.as_secs_f64() + 30.0
+        ))
+    });
+    match ready {
+        Ok(mut r) => {
+            let spec = svc
+                .server_metrics
+                .clone()
+                .or_else(|| case.params.server_metrics.clone())
+                .unwrap_or_default();
+            r.metrics = metrics_source(&r, &spec, &case.service).await;
+            Ok(Arc::new(r))
+        }
+        Err(e) => {
+            eprintln!(
+                "error: service `{}` is unavailable, its cases fail: {}",
+                case.service,
+                crate::escape::console(&e)
+            );
+            Err(e)
+        }
+    }
 }
 
 /// The service's metrics page, when scraping is on and the page answers; a service
@@ -131,7 +177,8 @@ pub async fn metrics_source(
 pub async fn versions(services: &Services) -> HashMap<String, Value> {
     let mut out = HashMap::new();
     for (name, r) in services {
-        let Ok(r) = r else { continue };
+        // A simulator left to start with its cases has no version to ask for here.
+        let Readiness::Ready(r) = r else { continue };
         let v = r
             .client
             .get(r.base_url.join("/version"))

@@ -58,11 +58,6 @@ pub async fn resolve(
         (None, Some(url)) => (BaseUrl::parse(url).map_err(|e| e.to_string())?, None),
         (None, None) => return Err("the service has neither base_url nor sim".into()),
     };
-    if sim.is_none() && service.proxies().for_url(base_url.as_str()).is_none() {
-        // A server that is down is named as such before any model or tokenizer check
-        // could blame something else.
-        reachable(&base_url).await?;
-    }
     let options = ClientOptions {
         insecure: insecure || service.insecure == Some(true),
         ca_cert: service.ca_cert.clone(),
@@ -110,31 +105,29 @@ pub async fn resolve(
     })
 }
 
-/// Whether a TCP connection to the base URL's host and port opens (within 30 s, as
-/// the client's connect timeout); the error names the address and the OS's words.
-pub async fn reachable(base_url: &BaseUrl) -> Result<(), String> {
-    let Ok(url) = reqwest::Url::parse(base_url.as_str()) else {
-        return Ok(());
-    };
-    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
-        return Ok(());
-    };
+/// Why a server at `base_url` cannot be reached, when a TCP connection to its host and
+/// port does not open within 10 s (the address and the OS's words); None when it
+/// opens. Asked only after a side request failed, so a server that works never sees
+/// this connection. Blocking.
+pub fn unreachable(base_url: &BaseUrl) -> Option<String> {
+    use std::net::ToSocketAddrs;
+    let url = reqwest::Url::parse(base_url.as_str()).ok()?;
+    let (host, port) = (url.host_str()?, url.port_or_known_default()?);
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let addr = format!("{host}:{port}");
-    match tokio::time::timeout(
-        Duration::from_secs(30),
-        tokio::net::TcpStream::connect((host, port)),
-    )
-    .await
-    {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(format!(
-            "cannot connect to {base_url} ({addr}): {e}; is the server running and listening there?"
-        )),
-        Err(_) => Err(format!(
-            "cannot connect to {base_url} ({addr}): no answer within 30 s; is the address right and the server reachable from here?"
-        )),
-    }
+    let why = match (host, port).to_socket_addrs() {
+        Err(e) => e.to_string(),
+        Ok(mut addrs) => match addrs.next() {
+            None => "the name has no address".to_string(),
+            Some(a) => match std::net::TcpStream::connect_timeout(&a, Duration::from_secs(10)) {
+                Ok(_) => return None,
+                Err(e) => e.to_string(),
+            },
+        },
+    };
+    Some(format!(
+        "cannot connect to {base_url} ({addr}): {why}; is the server running and listening there?"
+    ))
 }
 
 /// The tokenizer of a service: the plan's (a path, a Hugging Face id in the local cache,
@@ -157,8 +150,12 @@ pub fn resolve_tokenizer(
             let via = service.proxies().for_url(base_url.map_or("", BaseUrl::as_str));
             // Before any traffic: a server without a working tokenize endpoint is a clear
             // error here, not an empty vocabulary later.
-            if let Some(t) = server_tokenizer(addr, via) {
+            if let Some(t) = server_tokenizer(addr, via.clone()) {
                 return Ok((t, "server".to_string()));
+            }
+            // A server that is down is named as such, not blamed on its tokenizer.
+            if let Some(down) = base_url.filter(|_| via.is_none()).and_then(unreachable) {
+                return Err(down);
             }
             Err(format!(
                 "tokenizer = \"server\": {shown} tokenizes at none of /tokenize (vLLM's or llama.cpp's form) and /extras/tokenize (llama-cpp-python's): no answer, an error, or no tokens; this server needs a tokenizer given by path or Hugging Face id (plan: `tokenizer`, bench: --tokenizer)"

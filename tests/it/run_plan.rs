@@ -628,8 +628,9 @@ fn junit_repeats_parallel_and_report_rerendering() {
     let out = benchplan(&["report", b.to_str().unwrap(), "--format", "csv"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out).lines().count(), 5);
+    // The verdict is the run's: its exit code too.
     let out = benchplan(&["report", b.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let again = stdout(&out);
     for line in first
         .lines()
@@ -671,7 +672,12 @@ fn report_keeps_two_results_of_the_same_parameters_apart() {
     for name in ["first.json", "second.json"] {
         fast_bench_into(&dir, name, &["--num-prompts", "4"]);
     }
-    let out = benchplan(&["report", dir.to_str().unwrap()]);
+    let out = benchplan(&[
+        "report",
+        dir.to_str().unwrap(),
+        "--out",
+        dir.join("report").to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let md = stdout(&out);
     assert!(
@@ -697,8 +703,23 @@ fn report_reads_a_folder_of_vllm_results() {
         serde_json::from_str(&std::fs::read_to_string(&c2).unwrap()).unwrap();
     v.as_object_mut().unwrap().remove("benchplan");
     std::fs::write(&c2, v.to_string()).unwrap();
+    // A folder benchplan did not write is written into only when asked.
     let out = benchplan(&["report", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--out") && !dir.join("report.md").exists(),
+        "{}",
+        stderr(&out)
+    );
+    let out = benchplan(&[
+        "report",
+        dir.to_str().unwrap(),
+        "--out",
+        dir.join("rep").to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(dir.join("rep/report.md").is_file() && !dir.join("report.md").exists());
+    assert!(stderr(&out).contains("report: "), "{}", stderr(&out));
     let md = stdout(&out);
     assert!(
         md.contains("| c2 | benchplan-sim | 2 | inf | 20 |") && md.contains("| 4 | inf | 20 |"),

@@ -118,6 +118,32 @@ pub fn append_lines(path: &Path, text: &str) -> std::io::Result<()> {
     f.sync_all()
 }
 
+/// Points `latest` beside `dir` at it (a relative symlink), for baselines such as
+/// `bench_results/batch/latest`. A `latest` that is a real file or folder (not
+/// benchplan's link) is left alone, and the warning that says so is returned.
+pub fn point_latest(dir: &Path) -> Option<String> {
+    let (parent, name) = (dir.parent()?, dir.file_name()?);
+    let latest = parent.join("latest");
+    match std::fs::symlink_metadata(&latest) {
+        Ok(m) if !m.file_type().is_symlink() => {
+            return Some(format!(
+                "{} is a real {}, not benchplan's link, so it does not point at this run; remove it to let `latest` follow the newest run",
+                latest.display(),
+                if m.is_dir() { "folder" } else { "file" }
+            ));
+        }
+        Ok(_) => {
+            let _ = std::fs::remove_file(&latest);
+        }
+        Err(_) => {}
+    }
+    #[cfg(unix)]
+    let _ = std::os::unix::fs::symlink(name, &latest);
+    #[cfg(not(unix))]
+    let _ = name;
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -69,15 +69,23 @@ pub fn run(args: &TrendArgs) -> Exit {
         }
     }
     crate::report::write::append_step_summary(&render::summary(&trend));
-    if args.format == TrendFormat::Json {
-        println!(
-            "{}",
+    let text = if args.format == TrendFormat::Json {
+        format!(
+            "{}\n",
             serde_json::to_string_pretty(&trend).expect("a trend serialises")
-        );
+        )
     } else {
-        print!("{md}");
+        md
+    };
+    // A reader that stops early (`| head`) ends the printing, not the verdict.
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("error: cannot print the trend: {e}");
+            code.worst(Exit::Runtime)
+        }
+        _ => code,
     }
-    code
 }
 
 /// Appends each path's cases to the history, in the order given.

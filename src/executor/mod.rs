@@ -445,11 +445,8 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     let write_error =
         reports != Exit::Ok || junit_failed || manifest_failed || history_failed || ctl.halted();
     // The newest run, for `baseline = "bench_results/batch/latest"`.
-    let latest = dir.parent().map(|p| p.join("latest"));
-    if let (Some(latest), Some(name)) = (latest, dir.file_name()) {
-        let _ = std::fs::remove_file(&latest);
-        #[cfg(unix)]
-        let _ = std::os::unix::fs::symlink(name, &latest);
+    if let Some(w) = crate::files::point_latest(&dir) {
+        eprintln!("warning: {w}");
     }
     eprintln!("report: {}", dir.join("report.md").display());
     // What was judged, so `report DIR` rebuilds the same verdict (see `Judged`).

@@ -58,9 +58,11 @@ pub async fn execute(
     params: &CaseParams,
     opts: &RunOptions,
 ) -> Result<CaseResult, CaseError> {
-    // Before any traffic: the requests in flight must fit the open-file limit.
+    // Before any traffic: the requests in flight must fit the open-file limit. No more
+    // can be in flight than there are requests, whatever cap the plan set.
     let in_flight = params
         .max_concurrency
+        .map(|c| c.min(params.num_prompts))
         .or((!params.request_rate.is_finite()).then_some(params.num_prompts));
     if let Some(n) = in_flight {
         let each = if service.is_sim() { 2 } else { 1 };

@@ -633,11 +633,8 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
             return Exit::Runtime;
         }
         // The newest search, for `baseline = "bench_results/optimize/latest"`.
-        if let (Some(parent), Some(name)) = (root.parent(), root.file_name()) {
-            let latest = parent.join("latest");
-            let _ = std::fs::remove_file(&latest);
-            #[cfg(unix)]
-            let _ = std::os::unix::fs::symlink(name, &latest);
+        if let Some(w) = crate::files::point_latest(&root) {
+            eprintln!("warning: {w}");
         }
         crate::report::write::append_step_summary(&md);
         if let Some(sig) = interrupted {

@@ -26,33 +26,71 @@ impl Drop for FolderLock {
 /// Who holds a folder's lock: its pid, while that process runs.
 pub fn holder(dir: &Path) -> Option<u32> {
     let text = std::fs::read_to_string(dir.join(LOCK_FILE)).ok()?;
-    let pid: u32 = text.lines().next()?.trim().parse().ok()?;
-    (pid != std::process::id() && alive(pid)).then_some(pid)
+    let (pid, started) = parse(&text)?;
+    (pid != std::process::id() && alive(pid, started) == Alive::Holder).then_some(pid)
 }
 
-/// Whether a benchplan process with this pid is running (a reused pid of another
-/// program does not count, where /proc says what runs).
-fn alive(pid: u32) -> bool {
+/// The pid a lock file names, and the start time it recorded for it (absent from
+/// locks written before benchplan recorded it).
+fn parse(text: &str) -> Option<(u32, Option<u64>)> {
+    let mut lines = text.lines();
+    let pid = lines.next()?.trim().parse().ok()?;
+    let started = text
+        .lines()
+        .find_map(|l| l.strip_prefix("started "))
+        .and_then(|t| t.trim().parse().ok());
+    Some((pid, started))
+}
+
+/// What runs under a lock's pid now.
+#[derive(Debug, PartialEq, Eq)]
+enum Alive {
+    /// The process that took the lock.
+    Holder,
+    /// Nothing.
+    Gone,
+    /// Another process that got the pid after the holder ended (another program,
+    /// or another benchplan that started later).
+    Reused,
+}
+
+/// When process `pid` started (clock ticks since boot, `/proc/PID/stat`'s field 22):
+/// with the pid, it names one process, even after the pid is reused.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from its end.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the holder of a lock (`pid`, started at `started` when the lock says) runs.
+/// Where /proc says when a process started, a pid now held by a later process is no
+/// holder; without a recorded start, a process whose command line does not name
+/// benchplan is none either.
+fn alive(pid: u32, started: Option<u64>) -> Alive {
     #[cfg(unix)]
     {
         let Ok(p) = libc::pid_t::try_from(pid) else {
-            return false;
+            return Alive::Gone;
         };
         // SAFETY: signal 0 only checks that the process exists.
         let exists = unsafe { libc::kill(p, 0) } == 0
             || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
         if !exists {
-            return false;
+            return Alive::Gone;
+        }
+        if let (Some(then), Some(now)) = (started, start_time(pid)) {
+            return if then == now { Alive::Holder } else { Alive::Reused };
         }
         match std::fs::read(format!("/proc/{pid}/cmdline")) {
-            Ok(cmd) => String::from_utf8_lossy(&cmd).contains("benchplan"),
-            Err(_) => true,
+            Ok(cmd) if !String::from_utf8_lossy(&cmd).contains("benchplan") => Alive::Reused,
+            _ => Alive::Holder,
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = pid;
-        true
+        let _ = (pid, started);
+        Alive::Holder
     }
 }
 
@@ -68,12 +106,11 @@ pub fn acquire(dir: &Path) -> Result<(FolderLock, Option<String>), String> {
             .open(&path)
         {
             Ok(mut f) => {
-                let _ = writeln!(
-                    f,
-                    "{}\n{}",
-                    std::process::id(),
-                    crate::redact::this_command()
-                );
+                let me = std::process::id();
+                let _ = writeln!(f, "{me}\n{}", crate::redact::this_command());
+                if let Some(t) = start_time(me) {
+                    let _ = writeln!(f, "started {t}");
+                }
                 return Ok((FolderLock { path }, note));
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -86,8 +123,14 @@ pub fn acquire(dir: &Path) -> Result<(FolderLock, Option<String>), String> {
                 }
                 let old = std::fs::read_to_string(&path).unwrap_or_default();
                 let old_pid = old.lines().next().unwrap_or("?").trim().to_string();
+                let why = match parse(&old) {
+                    Some((pid, started)) if alive(pid, started) == Alive::Reused => {
+                        "which has ended (the pid now belongs to another process)"
+                    }
+                    _ => "which is no longer running",
+                };
                 note = Some(format!(
-                    "took over the lock of {} left by pid {old_pid}, which is no longer running",
+                    "took over the lock of {} left by pid {old_pid}, {why}",
                     dir.display()
                 ));
                 let _ = std::fs::remove_file(&path);
@@ -118,6 +161,44 @@ mod tests {
         drop(again);
         assert!(!dir.join(LOCK_FILE).exists(), "released on drop");
         drop(lock);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_reused_pid_is_no_holder() {
+        let dir = std::env::temp_dir().join(format!("benchplan-lock-reuse-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        let real = start_time(pid).expect("/proc tells when it started");
+        // A live process that is not benchplan, with no start recorded: taken over.
+        std::fs::write(dir.join(LOCK_FILE), format!("{pid}\nbenchplan run\n")).unwrap();
+        let (l, note) = acquire(&dir).unwrap();
+        assert!(note.unwrap().contains("now belongs to another process"));
+        drop(l);
+        // The pid, started at another time than the lock says: another process (even
+        // another benchplan) that got the pid later. Taken over.
+        std::fs::write(
+            dir.join(LOCK_FILE),
+            format!("{pid}\nbenchplan run\nstarted {}\n", real + 1),
+        )
+        .unwrap();
+        assert_eq!(holder(&dir), None);
+        let (l, note) = acquire(&dir).unwrap();
+        assert!(note.unwrap().contains("now belongs to another process"));
+        drop(l);
+        // The very process the lock names: it holds the folder.
+        std::fs::write(
+            dir.join(LOCK_FILE),
+            format!("{pid}\nbenchplan run\nstarted {real}\n"),
+        )
+        .unwrap();
+        assert_eq!(holder(&dir), Some(pid));
+        assert!(acquire(&dir).unwrap_err().contains(&format!("pid {pid}")));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(holder(&dir), None);
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -265,7 +265,10 @@ mod tests {
     fn html_text_has_no_control_or_bidi_character() {
         let t = html_text("a\u{1b}]52;c;x\u{7}\u{9b}b\u{202e}c\nd");
         assert_eq!(t, "a\u{fffd}]52;c;x\u{fffd}\u{fffd}b\u{fffd}c\nd");
-        assert!(matches!(html_text("plain <b>"), std::borrow::Cow::Borrowed(_)));
+        assert!(matches!(
+            html_text("plain <b>"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

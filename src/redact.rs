@@ -96,7 +96,11 @@ pub fn redact_json(v: &mut Value) {
 fn userinfo_span(s: &str, after_scheme: usize) -> Option<(usize, usize)> {
     let rest = &s[after_scheme..];
     let end = rest
-        .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`'))
+        .find(|c: char| {
+            matches!(c, '/' | '?' | '#')
+                || c.is_whitespace()
+                || matches!(c, '"' | '\'' | '<' | '>' | '`')
+        })
         .unwrap_or(rest.len());
     let at = rest[..end].rfind('@')?;
     (at > 0).then_some((after_scheme, after_scheme + at))
@@ -391,7 +395,10 @@ mod tests {
             text("cannot reach http://a:b@h/x and https://c@d:1, said \"http://e:f@g\""),
             "cannot reach http://<redacted>@h/x and https://<redacted>@d:1, said \"http://<redacted>@g\""
         );
-        assert!(matches!(text("mail me@host, see http://h/"), Cow::Borrowed(_)));
+        assert!(matches!(
+            text("mail me@host, see http://h/"),
+            Cow::Borrowed(_)
+        ));
         let mut v = json!({"base_url": "http://user:pw-9@gw", "n": [ "x http://k:v@h y" ]});
         assert_eq!(secret_values(&v), vec!["user:pw-9", "k:v"]);
         redact_json(&mut v);
@@ -400,8 +407,14 @@ mod tests {
             json!({"base_url": "http://<redacted>@gw", "n": ["x http://<redacted>@h y"]})
         );
         let c = command_line(
-            &["benchplan", "bench", "--base-url", "http://u:zz-top@h:1", "--x=https://a:bb-cc@h"]
-                .map(String::from),
+            &[
+                "benchplan",
+                "bench",
+                "--base-url",
+                "http://u:zz-top@h:1",
+                "--x=https://a:bb-cc@h",
+            ]
+            .map(String::from),
         );
         assert!(!c.contains("zz-top") && !c.contains("bb-cc"), "{c}");
     }
@@ -409,7 +422,8 @@ mod tests {
     #[test]
     fn registered_secrets_leave_every_written_file() {
         register(["reg-secret-41".to_string(), "ab".to_string()]);
-        let out = scrub_registered(b"{\"k\": \"reg-secret-41\", \"u\": \"http://x:y@h\", \"s\": \"ab\"}");
+        let out =
+            scrub_registered(b"{\"k\": \"reg-secret-41\", \"u\": \"http://x:y@h\", \"s\": \"ab\"}");
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
             "{\"k\": \"<redacted>\", \"u\": \"http://<redacted>@h\", \"s\": \"ab\"}"

@@ -434,8 +434,10 @@ async fn open<'a>(
     let origin = reqwest::Url::parse(&target.url).ok().map(|u| u.origin());
     let mut headers = std::borrow::Cow::Borrowed(&target.headers);
     for hop in 0..=MAX_REDIRECTS {
-        let resp = send_once(target, native, &url, &body, request_id, &headers, &extra, times)
-            .await?;
+        let resp = send_once(
+            target, native, &url, &body, request_id, &headers, &extra, times,
+        )
+        .await?;
         let status = resp.status();
         let location = match resp.location() {
             Some(l) if status == 307 || status == 308 => l,
@@ -502,13 +504,7 @@ async fn send_once<'a>(
     if let Some(native) = native {
         return native
             .pool
-            .post(
-                &native.path,
-                &[headers, extra],
-                request_id,
-                body,
-                times,
-            )
+            .post(&native.path, &[headers, extra], request_id, body, times)
             .await
             .map(Body::Native)
             .map_err(|e| {

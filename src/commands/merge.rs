@@ -265,11 +265,20 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
                     .keys()
                     .chain(b.keys())
                     .filter(|k| a.get(*k) != b.get(*k))
-                    .map(|k| format!("`{k}` ({} vs {})", a.get(k).unwrap_or(&Value::Null), b.get(k).unwrap_or(&Value::Null)))
+                    .map(|k| {
+                        format!(
+                            "`{k}` ({} vs {})",
+                            a.get(k).unwrap_or(&Value::Null),
+                            b.get(k).unwrap_or(&Value::Null)
+                        )
+                    })
                     .collect::<std::collections::BTreeSet<_>>()
                     .into_iter()
                     .collect(),
-                _ => vec!["one of them records no judging settings (written by an older benchplan)".into()],
+                _ => vec![
+                    "one of them records no judging settings (written by an older benchplan)"
+                        .into(),
+                ],
             };
             return Err(format!(
                 "{} and {} judge their cases differently: {}; run every shard with the same plan and --set",
@@ -358,7 +367,20 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
     let dir = crate::executor::folder::new_run_dir(&args.results_dir.join("batch"), now)
         .map_err(|e| format!("cannot create the merged folder: {e}"))?;
     // A merge that fails leaves no half-written folder behind.
-    let merged = write_merged(args, &shards, &dir, Merging { count, hash, missing, plan_ids: &plan_ids, plan_repeats, owned: &owned, uncovered: &uncovered });
+    let merged = write_merged(
+        args,
+        &shards,
+        &dir,
+        Merging {
+            count,
+            hash,
+            missing,
+            plan_ids: &plan_ids,
+            plan_repeats,
+            owned: &owned,
+            uncovered: &uncovered,
+        },
+    );
     if merged.is_err() {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -384,7 +406,15 @@ fn write_merged(
     dir: &Path,
     m: Merging<'_>,
 ) -> Result<Exit, String> {
-    let Merging { count, hash, missing, plan_ids, plan_repeats, owned, uncovered } = m;
+    let Merging {
+        count,
+        hash,
+        missing,
+        plan_ids,
+        plan_repeats,
+        owned,
+        uncovered,
+    } = m;
     let first = &shards[0];
     let covered = |id: &String| match owned.get(id) {
         None => false,

@@ -95,9 +95,10 @@ pub fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
     let judged: Option<Judged> = manifest
         .get("judged")
         .and_then(|j| serde_json::from_value(j.clone()).ok());
-    let have_slos = judged
-        .as_ref()
-        .map_or_else(|| views.iter().any(|v| v.slo_pass.is_some()), |j| j.have_slos);
+    let have_slos = judged.as_ref().map_or_else(
+        || views.iter().any(|v| v.slo_pass.is_some()),
+        |j| j.have_slos,
+    );
     let slos: Vec<String> =
         views
             .iter()
@@ -295,9 +296,10 @@ pub fn run(dir: &Path, out: Option<&Path>, settings: RunSettings, format: &str) 
             view.failed_cases.len(),
             view.slo_failures,
             view.comparison.as_ref().map_or(0, |c| c.regressions),
-            view.trend
-                .as_ref()
-                .map_or(String::new(), |t| format!(", {} trend regression(s)", t.regressions)),
+            view.trend.as_ref().map_or(String::new(), |t| format!(
+                ", {} trend regression(s)",
+                t.regressions
+            )),
             v.code()
         );
     }
@@ -370,9 +372,10 @@ pub fn compare(base: &Path, cand: &Path, threshold: &str, per_metric: &[String])
                 Exit::Ok
             }
         }
+        // Folders or files that hold nothing comparable, or damaged numbers: bad input.
         Err(e) => {
             eprintln!("error: {e}");
-            Exit::Runtime
+            Exit::BadPlan
         }
     }
 }

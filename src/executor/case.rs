@@ -169,10 +169,7 @@ pub async fn run_case(
         extras.insert("case_id".into(), json!(case.id));
         extras.insert("service".into(), json!(case.service));
         extras.insert("repeat".into(), json!(rep));
-        extras.insert(
-            "params".into(),
-            crate::redact::redacted(&params),
-        );
+        extras.insert("params".into(), crate::redact::redacted(&params));
         extras.insert(
             "slo_verdicts".into(),
             json!(match &res.raw {

@@ -22,6 +22,7 @@ use super::guard::CatchPanic;
 use super::options::{RunError, RunOptions};
 use super::prepare::{panicked, prepare, prewarm};
 use super::run::{Accounting, CaseRun, collect, schedule, wait_unless_stopped};
+use super::schedule::permits;
 use super::stop::Stop;
 use crate::client::backend::{Prompt, RequestInput, build_body};
 use crate::client::request::{Target, send_with};
@@ -267,7 +268,7 @@ pub async fn run_conversations(
     };
     let requests = params
         .max_concurrency
-        .map(|n| Arc::new(Semaphore::new(n as usize)));
+        .map(|n| Arc::new(Semaphore::new(permits(n))));
     let (smoke, warmups_failed) =
         prepare(&target, &params, &first, requests.as_ref(), opts).await?;
 
@@ -308,7 +309,7 @@ pub async fn run_conversations(
         requests,
         conversations: params
             .multi_turn_concurrency
-            .map(|c| Arc::new(Semaphore::new(c as usize))),
+            .map(|c| Arc::new(Semaphore::new(permits(c)))),
         params,
         convs,
         think,

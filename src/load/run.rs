@@ -22,7 +22,7 @@ use super::guard::CatchPanic;
 use super::options::{RunError, RunOptions};
 pub use super::prepare::{SMOKE_PREFIX, Smoke};
 use super::prepare::{panicked, prepare, prewarm};
-use super::schedule::{ScheduleSpec, arrival_offsets, rate_at};
+use super::schedule::{ScheduleSpec, arrival_offsets, permits, rate_at};
 use super::stop::Stop;
 use crate::client::backend::RequestInput;
 use crate::client::request::{Target, send_input};
@@ -201,7 +201,7 @@ pub async fn run_case(
     let first = inputs.first().ok_or(RunError::Empty)?.clone();
     let sem = params
         .max_concurrency
-        .map(|n| Arc::new(Semaphore::new(n as usize)));
+        .map(|n| Arc::new(Semaphore::new(permits(n))));
     let (smoke, warmups_failed) = prepare(&target, &params, &first, sem.as_ref(), opts).await?;
 
     let n = inputs.len();

@@ -182,3 +182,11 @@ mod tests {
         }
     }
 }
+
+/// A concurrency cap as semaphore permits: a cap above what tokio's semaphore holds
+/// (2^61 - 1) caps nothing more than that does (no case has that many requests).
+pub fn permits(cap: u64) -> usize {
+    usize::try_from(cap)
+        .unwrap_or(usize::MAX)
+        .min(tokio::sync::Semaphore::MAX_PERMITS)
+}

@@ -226,7 +226,10 @@ async fn evaluate(
             let result = res.result_json(&header, &p, false, extras);
             let partial = file.replace(".json", ".interrupted.json");
             if write_atomic(&dir.join(&partial), &json_bytes(&Value::Object(result))).is_ok() {
-                eprintln!("  {partial}: cut short by {} (kept, not judged)", ctl.signal_name());
+                eprintln!(
+                    "  {partial}: cut short by {} (kept, not judged)",
+                    ctl.signal_name()
+                );
             }
             return (interrupted(), None);
         }

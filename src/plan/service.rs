@@ -110,9 +110,7 @@ impl Service {
 }
 
 /// What a redirect to another origin gets (see [`Service::cross_origin_redirects`]).
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CrossOrigin {
     /// Followed without the credentials.

@@ -80,7 +80,11 @@ fn alive(pid: u32, started: Option<u64>) -> Alive {
             return Alive::Gone;
         }
         if let (Some(then), Some(now)) = (started, start_time(pid)) {
-            return if then == now { Alive::Holder } else { Alive::Reused };
+            return if then == now {
+                Alive::Holder
+            } else {
+                Alive::Reused
+            };
         }
         match std::fs::read(format!("/proc/{pid}/cmdline")) {
             Ok(cmd) if !String::from_utf8_lossy(&cmd).contains("benchplan") => Alive::Reused,
@@ -169,7 +173,10 @@ mod tests {
     fn a_reused_pid_is_no_holder() {
         let dir = std::env::temp_dir().join(format!("benchplan-lock-reuse-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let pid = child.id();
         let real = start_time(pid).expect("/proc tells when it started");
         // A live process that is not benchplan, with no start recorded: taken over.

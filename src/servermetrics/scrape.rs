@@ -58,7 +58,11 @@ impl Source {
             .await
             .map_err(|e| format!("GET {}: {e}", crate::redact::url(&self.url)))?;
         if !resp.status().is_success() {
-            return Err(format!("GET {}: HTTP {}", crate::redact::url(&self.url), resp.status().as_u16()));
+            return Err(format!(
+                "GET {}: HTTP {}",
+                crate::redact::url(&self.url),
+                resp.status().as_u16()
+            ));
         }
         let body = resp
             .bytes()

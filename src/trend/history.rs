@@ -355,7 +355,10 @@ mod tests {
         let (back, skipped) = read_healing(&path).unwrap();
         assert_eq!(back.len(), 2);
         assert_eq!(skipped.len(), 1);
-        assert!(skipped[0].contains("plan.jsonl:3: not a history line"), "{skipped:?}");
+        assert!(
+            skipped[0].contains("plan.jsonl:3: not a history line"),
+            "{skipped:?}"
+        );
         append(&path, &[e("2026-01-03T00:00:00Z", 3.0)]).unwrap();
         let (back, skipped) = read_healing(&path).unwrap();
         assert_eq!((back.len(), skipped.len()), (3, 1));

@@ -38,14 +38,14 @@ const PROXY_VARS: [&str; 8] = [
 ];
 
 /// What one `bench` run left: its exit code, stderr and result file.
-struct Bench {
-    code: Option<i32>,
-    stderr: String,
-    result: Option<Value>,
+pub(crate) struct Bench {
+    pub(crate) code: Option<i32>,
+    pub(crate) stderr: String,
+    pub(crate) result: Option<Value>,
 }
 
 impl Bench {
-    fn b(&self) -> &Value {
+    pub(crate) fn b(&self) -> &Value {
         &self.result.as_ref().expect("a result file")["benchplan"]
     }
 
@@ -71,7 +71,7 @@ impl Bench {
 
 /// `benchplan bench` against `base` with `args` after the common ones, the proxy
 /// variables of this process removed and `env` set; the detailed result read back.
-fn bench(base: &str, args: &[&str], env: &[(&str, &str)]) -> Bench {
+pub(crate) fn bench(base: &str, args: &[&str], env: &[(&str, &str)]) -> Bench {
     let tok = repo()
         .join("tests/fixtures/tokenizer")
         .display()
@@ -364,11 +364,11 @@ fn through_nginx_the_numbers_match_the_direct_run_and_a_plain_reader() {
 // ------------------------------------------------------- servers that batch or lie
 
 /// A completions token event.
-fn token(text: &str) -> String {
+pub(crate) fn token(text: &str) -> String {
     format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"{text}\"}}]}}\n\n")
 }
 
-fn usage(prompt: u64, completion: u64) -> String {
+pub(crate) fn usage(prompt: u64, completion: u64) -> String {
     format!(
         "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion}}}}}\n\n"
     )
@@ -402,7 +402,7 @@ fn streaming_logged(writes: Vec<String>, gap: Duration) -> (String, Arc<Mutex<Ve
 }
 
 /// Four requests of `output` tokens with ignore_eos, one at a time, no smoke request.
-fn small_case(output: &str) -> Vec<&str> {
+pub(crate) fn small_case(output: &str) -> Vec<&str> {
     vec![
         "--num-prompts",
         "4",
@@ -476,7 +476,11 @@ fn usage_that_contradicts_the_stream_is_counted_and_warned_about() {
     );
     assert_eq!(a["largest_difference"], 990, "{a}");
     assert_eq!(a["corrected"], 4, "{a}");
-    assert_eq!(a["corrected_requests"], serde_json::json!([0, 1, 2, 3]), "{a}");
+    assert_eq!(
+        a["corrected_requests"],
+        serde_json::json!([0, 1, 2, 3]),
+        "{a}"
+    );
     // Per request: the events streamed, and they are what is counted.
     assert_eq!(r.b()["token_events"], serde_json::json!([10, 10, 10, 10]));
     let res = r.result.as_ref().unwrap();

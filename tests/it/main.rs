@@ -31,5 +31,6 @@ mod sim_timing;
 mod support;
 mod tokenizers;
 mod trend;
+mod trust;
 mod vllm_cli;
 mod vllm_engine;

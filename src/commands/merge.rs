@@ -435,7 +435,7 @@ fn write_merged(
     }
     for id in plan_ids {
         let entry = match owned.get(id) {
-            Some(list) => Some(merge_case(shards, list, id, plan_repeats, &dir)?),
+            Some(list) => Some(merge_case(shards, list, id, plan_repeats, dir)?),
             None => None,
         };
         match entry {

@@ -372,10 +372,9 @@ pub fn compare(base: &Path, cand: &Path, threshold: &str, per_metric: &[String])
                 Exit::Ok
             }
         }
-        // Folders or files that hold nothing comparable, or damaged numbers: bad input.
         Err(e) => {
             eprintln!("error: {e}");
-            Exit::BadPlan
+            Exit::Runtime
         }
     }
 }

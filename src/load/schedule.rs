@@ -64,6 +64,14 @@ pub fn arrival_offsets(spec: &ScheduleSpec) -> Vec<f64> {
     out
 }
 
+/// A concurrency cap as semaphore permits: a cap above what tokio's semaphore holds
+/// (2^61 - 1) caps nothing more than that does (no case has that many requests).
+pub fn permits(cap: u64) -> usize {
+    usize::try_from(cap)
+        .unwrap_or(usize::MAX)
+        .min(tokio::sync::Semaphore::MAX_PERMITS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,12 +189,4 @@ mod tests {
             );
         }
     }
-}
-
-/// A concurrency cap as semaphore permits: a cap above what tokio's semaphore holds
-/// (2^61 - 1) caps nothing more than that does (no case has that many requests).
-pub fn permits(cap: u64) -> usize {
-    usize::try_from(cap)
-        .unwrap_or(usize::MAX)
-        .min(tokio::sync::Semaphore::MAX_PERMITS)
 }

@@ -68,7 +68,7 @@ pub fn check(m: &Map<String, Value>) -> Result<Vec<String>, String> {
             Value::Null => {}
             Value::Number(n) => {
                 let x = n.as_f64().unwrap_or(f64::NAN);
-                if !x.is_finite() || x < 0.0 || x > IMPOSSIBLE {
+                if !(0.0..=IMPOSSIBLE).contains(&x) {
                     return Err(format!(
                         "`{k}` is {}, which no measurement gives (negative, not finite, or above 1e15): the file was damaged or written by hand",
                         crate::escape::number(x)

@@ -22,36 +22,33 @@ use crate::executor::{RunSettings, json_bytes};
 use crate::exit::Exit;
 use crate::files::write_atomic;
 use crate::report::write::write_reports;
+use crate::results::manifest::{CaseEntry, Manifest, MergedFrom, ShardEntry, Verdict};
 
 /// A shard that ran a case: its position among the merged shards and, cut by repeat,
 /// which of the case's repeats it ran.
 type Owner = (usize, Option<Vec<u64>>);
 
-/// One shard folder and its manifest.
+/// One shard folder, its manifest and its share of the plan.
 struct ShardDir {
     dir: PathBuf,
-    manifest: Value,
+    manifest: Manifest,
+    shard: ShardEntry,
 }
 
 impl ShardDir {
     fn index(&self) -> u64 {
-        self.manifest["shard"]["index"].as_u64().unwrap_or(u64::MAX)
+        self.shard.index
     }
     fn count(&self) -> u64 {
-        self.manifest["shard"]["count"].as_u64().unwrap_or(0)
+        self.shard.count
     }
     /// The repeats of case `id` this shard ran, when it was cut by repeat.
     fn repeats_of(&self, id: &str) -> Option<Vec<u64>> {
-        let list = self.manifest["shard"]["repeats"].get(id)?.as_array()?;
-        Some(list.iter().filter_map(Value::as_u64).collect())
+        self.shard.repeats.as_ref()?.get(id).cloned()
     }
     /// This shard's manifest entry for case `id`.
-    fn entry(&self, id: &str) -> Option<Value> {
-        self.manifest["cases"]
-            .as_array()?
-            .iter()
-            .find(|c| c["id"] == id)
-            .cloned()
+    fn entry(&self, id: &str) -> Option<CaseEntry> {
+        self.manifest.case(id).cloned()
     }
 }
 
@@ -64,7 +61,7 @@ fn merge_case(
     id: &str,
     plan_repeats: u64,
     dir: &Path,
-) -> Result<Value, String> {
+) -> Result<CaseEntry, String> {
     // A shard's file is read (and refused when damaged, naming the shard's own file)
     // before it is copied.
     let copy = |from: &Path, file: &str| {
@@ -74,10 +71,8 @@ fn merge_case(
     };
     if let [(k, None)] = owners {
         let s = &shards[*k];
-        let c = s
-            .entry(id)
-            .unwrap_or_else(|| json!({"id": id, "status": "missing"}));
-        if let Some(file) = c["file"].as_str() {
+        let c = s.entry(id).unwrap_or_else(|| missing_entry(id));
+        if let Some(file) = &c.file {
             copy(&s.dir, file)?;
         }
         for rep in 1..=plan_repeats {
@@ -89,26 +84,22 @@ fn merge_case(
         return Ok(c);
     }
     let mut runs: Vec<(u64, Map<String, Value>)> = Vec::new();
-    let mut entry: Option<Value> = None;
+    let mut entry: Option<CaseEntry> = None;
     let mut errors = Vec::new();
     for (k, reps) in owners {
         let s = &shards[*k];
-        let c = s
-            .entry(id)
-            .unwrap_or_else(|| json!({"id": id, "status": "missing"}));
-        if c["status"] != "ok" {
+        let c = s.entry(id).unwrap_or_else(|| missing_entry(id));
+        if !c.is_ok() {
             errors.push(format!(
                 "shard {}/{}: {} ({})",
                 s.index(),
                 s.count(),
-                c["status"].as_str().unwrap_or("?"),
-                c["error"].as_str().unwrap_or("")
+                c.status,
+                c.error.as_deref().unwrap_or("")
             ));
         }
         // The first entry that did not go well speaks for the case.
-        if entry.is_none()
-            || (c["status"] != "ok" && entry.as_ref().is_some_and(|e| e["status"] == "ok"))
-        {
+        if entry.is_none() || (!c.is_ok() && entry.as_ref().is_some_and(CaseEntry::is_ok)) {
             entry = Some(c.clone());
         }
         for rep in reps.iter().flatten() {
@@ -123,13 +114,16 @@ fn merge_case(
         }
     }
     runs.sort_by_key(|(rep, _)| *rep);
-    let mut c = entry.unwrap_or_else(|| json!({"id": id}));
-    c["merged_repeats"] = json!(runs.iter().map(|(rep, _)| rep).collect::<Vec<_>>());
+    let mut c = entry.unwrap_or_else(|| CaseEntry {
+        id: id.into(),
+        ..CaseEntry::default()
+    });
+    c.merged_repeats = Some(runs.iter().map(|(rep, _)| *rep).collect());
     if !errors.is_empty() {
-        c["error"] = json!(errors.join("; "));
+        c.error = Some(errors.join("; "));
     }
     if runs.is_empty() {
-        c["file"] = Value::Null;
+        c.file = None;
         return Ok(c);
     }
     let results: Vec<Map<String, Value>> = runs.into_iter().map(|(_, r)| r).collect();
@@ -137,21 +131,29 @@ fn merge_case(
     let file = format!("{id}.json");
     write_atomic(&dir.join(&file), &json_bytes(&Value::Object(pooled)))
         .map_err(|e| format!("cannot write {file}: {e}"))?;
-    c["file"] = json!(file);
+    c.file = Some(file);
     Ok(c)
+}
+
+/// The entry of a case a shard does not list.
+fn missing_entry(id: &str) -> CaseEntry {
+    CaseEntry {
+        id: id.into(),
+        status: "missing".into(),
+        ..CaseEntry::default()
+    }
 }
 
 /// Shard folders under `dir` (itself, or folders below it, two levels deep at most).
 fn find_shards(dir: &Path, depth: usize, out: &mut Vec<ShardDir>) {
-    if let Ok(text) = std::fs::read_to_string(dir.join("manifest.json")) {
-        if let Ok(m) = serde_json::from_str::<Value>(&text) {
-            if m.get("shard").is_some_and(Value::is_object) {
-                out.push(ShardDir {
-                    dir: dir.to_path_buf(),
-                    manifest: m,
-                });
-                return;
-            }
+    if let Ok(Some(manifest)) = Manifest::read_if_any(dir) {
+        if let Some(shard) = manifest.shard.clone() {
+            out.push(ShardDir {
+                dir: dir.to_path_buf(),
+                manifest,
+                shard,
+            });
+            return;
         }
     }
     if depth == 0 {
@@ -243,24 +245,24 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
         }
     }
     let first = &shards[0];
-    let hash = first.manifest["plan_hash"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
+    let hash = first.manifest.plan_hash.clone();
     let count = first.count();
     for s in &shards {
-        if s.manifest["plan_hash"].as_str() != Some(hash.as_str()) {
+        if s.manifest.plan_hash != hash {
             return Err(format!(
                 "{} comes from another plan (hash {}) than {} (hash {hash}): merge shards of one plan",
                 s.dir.display(),
-                s.manifest["plan_hash"].as_str().unwrap_or("?"),
+                s.manifest.plan_hash,
                 first.dir.display()
             ));
         }
         // One plan judges every case: its SLOs, floors, name and regression settings.
-        if s.manifest["judging_hash"] != first.manifest["judging_hash"] {
-            let (a, b) = (&first.manifest["judging"], &s.manifest["judging"]);
-            let differ: Vec<String> = match (a.as_object(), b.as_object()) {
+        if s.manifest.judging_hash != first.manifest.judging_hash {
+            let (a, b) = (&first.manifest.judging, &s.manifest.judging);
+            let differ: Vec<String> = match (
+                a.as_ref().and_then(Value::as_object),
+                b.as_ref().and_then(Value::as_object),
+            ) {
                 (Some(a), Some(b)) => a
                     .keys()
                     .chain(b.keys())
@@ -309,25 +311,14 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
     let missing: Vec<u64> = (0..count)
         .filter(|i| !shards.iter().any(|s| s.index() == *i))
         .collect();
-    let plan_ids: Vec<String> = first.manifest["shard"]["plan_case_ids"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    let plan_repeats = first.manifest["shard"]["plan_repeats"]
-        .as_u64()
-        .unwrap_or(1);
+    let plan_ids: Vec<String> = first.shard.plan_case_ids.clone();
+    let plan_repeats = first.shard.plan_repeats.max(1);
     // Which shards own each case (and which of its repeats, cut by repeat); a case or a
     // repeat owned twice is a broken cut.
     let mut owned: std::collections::HashMap<String, Vec<Owner>> = Default::default();
     for (k, s) in shards.iter().enumerate() {
-        for id in s.manifest["shard"]["cases"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let id = id.as_str().unwrap_or("").to_string();
+        for id in &s.shard.cases {
+            let id = id.clone();
             let reps = s.repeats_of(&id);
             let list = owned.entry(id.clone()).or_default();
             let clash = list.iter().any(|(_, r)| match (r, &reps) {
@@ -424,14 +415,12 @@ fn write_merged(
         }
     };
     let mut cases = Vec::new();
-    let mut services = Map::new();
+    let mut services = indexmap::IndexMap::new();
     let (mut started, mut finished): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
     for s in shards {
-        if let Some(m) = s.manifest["services"].as_object() {
-            services.extend(m.clone());
-        }
-        started.extend(s.manifest["started"].as_str().map(str::to_string));
-        finished.extend(s.manifest["finished"].as_str().map(str::to_string));
+        services.extend(s.manifest.services.clone());
+        started.extend(s.manifest.started.clone());
+        finished.extend(s.manifest.finished.clone());
     }
     for id in plan_ids {
         let entry = match owned.get(id) {
@@ -443,19 +432,21 @@ fn write_merged(
                 if !covered(id) {
                     let note = format!(
                         "merged {} of {plan_repeats} repeats: shard {} did not report",
-                        c["merged_repeats"].as_array().map_or(0, Vec::len),
+                        c.merged_repeats.as_ref().map_or(0, Vec::len),
                         shard_names(&missing, count)
                     );
-                    c["error"] = json!(note);
+                    c.error = Some(note);
                 }
                 cases.push(c);
             }
             None => {
                 let names = shard_names(&missing, count);
-                cases.push(json!({
-                    "id": id, "service": "", "status": "missing", "file": null,
-                    "error": format!("not merged: shard {} did not report (merged with --allow-partial)", names),
-                }));
+                cases.push(CaseEntry {
+                    error: Some(format!(
+                        "not merged: shard {names} did not report (merged with --allow-partial)"
+                    )),
+                    ..missing_entry(id)
+                });
             }
         }
     }
@@ -466,18 +457,34 @@ fn write_merged(
     }
     started.sort();
     finished.sort();
-    let mut manifest = json!({
-        "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"),
-        "plan": first.manifest["plan"], "plan_hash": hash,
-        "judging": first.manifest["judging"], "judging_hash": first.manifest["judging_hash"],
-        "command": crate::redact::this_command(),
-        "started": started.first(), "finished": finished.last(),
-        "services": services, "cases": cases,
-        "merged_from": shards.iter().map(|s| json!({"index": s.index(), "count": count, "dir": s.dir.display().to_string()})).collect::<Vec<_>>(),
-        "missing_shards": missing,
-        "incomplete": !missing.is_empty(),
-    });
-    write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest))
+    let mut manifest = Manifest {
+        tool: "benchplan".into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        plan: first.manifest.plan.clone(),
+        plan_hash: hash,
+        judging: first.manifest.judging.clone(),
+        judging_hash: first.manifest.judging_hash.clone(),
+        command: crate::redact::this_command(),
+        started: started.first().cloned(),
+        finished: finished.last().cloned(),
+        services,
+        cases,
+        merged_from: Some(
+            shards
+                .iter()
+                .map(|s| MergedFrom {
+                    index: s.index(),
+                    count,
+                    dir: s.dir.display().to_string(),
+                })
+                .collect(),
+        ),
+        missing_shards: Some(missing.clone()),
+        incomplete: Some(!missing.is_empty()),
+        ..Manifest::default()
+    };
+    manifest
+        .write(dir)
         .map_err(|e| format!("cannot write the manifest: {e}"))?;
 
     let (mut view, rows) = super::report::view_of(dir)?;
@@ -543,16 +550,22 @@ fn write_merged(
     }
     // What the merge judged, and its verdict, as a run records them (`report DIR`
     // rebuilds them from here).
-    manifest["judged"] = json!(crate::report::view::Judged::of(
+    manifest.judged = Some(json!(crate::report::view::Judged::of(
         &view,
         view.cases.iter().any(|c| c.slo_pass.is_some())
-    ));
-    manifest["verdict"] = json!({
-        "pass": code == Exit::Ok, "exit": code.code(), "cases": view.cases.len(),
-        "not_measured": failed, "slo_failures": view.slo_failures,
-        "regressions": regressions, "trend_regressions": trend_regressions,
+    )));
+    manifest.verdict = Some(Verdict {
+        pass: code == Exit::Ok,
+        exit: code.code(),
+        cases: view.cases.len(),
+        not_measured: failed,
+        slo_failures: view.slo_failures,
+        regressions,
+        trend_regressions,
+        warnings: None,
     });
-    write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest))
+    manifest
+        .write(dir)
         .map_err(|e| format!("cannot write the manifest: {e}"))?;
     eprintln!(
         "merged {} shard(s) of {count} into {}",

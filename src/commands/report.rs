@@ -2,8 +2,6 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-
 use crate::executor::RunSettings;
 use crate::exit::Exit;
 use crate::plan::Report;
@@ -12,56 +10,47 @@ use crate::report::compare::{compare_dirs, load_results, markdown};
 use crate::report::csv::Row;
 use crate::report::view::{Judged, ReportView, RunHead, ServiceView, case_view};
 use crate::report::write::write_reports;
+use crate::results::manifest::Manifest;
 use crate::results::read::CaseFile;
 
 /// The view of a folder: its manifest's order and failures when it has one.
 pub fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
     let results = load_results(dir)?;
-    let manifest: Value = std::fs::read_to_string(dir.join("manifest.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
+    let manifest = Manifest::read_if_any(dir)?;
     let mut views = Vec::new();
     let mut rows = Vec::new();
     let axes_of = |id: &str| -> indexmap::IndexMap<String, String> {
-        manifest["cases"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["id"] == id)
-            .and_then(|c| c["axes"].as_object())
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                    .collect()
-            })
+        manifest
+            .as_ref()
+            .and_then(|m| m.case(id))
+            .map(|c| c.axes.clone())
             .unwrap_or_default()
     };
-    let listed: Vec<(String, String, Option<String>, Option<String>)> =
-        match manifest["cases"].as_array() {
-            Some(cases) => cases
-                .iter()
-                .map(|c| {
-                    (
-                        c["id"].as_str().unwrap_or("").to_string(),
-                        c["service"].as_str().unwrap_or("").to_string(),
-                        c["error"].as_str().map(str::to_string),
-                        c["status"].as_str().map(str::to_string),
-                    )
-                })
-                .collect(),
-            None => results
-                .iter()
-                .map(|(id, r)| {
-                    (
-                        id.clone(),
-                        CaseFile::new(r).model_id().unwrap_or("").to_string(),
-                        None,
-                        Some("ok".into()),
-                    )
-                })
-                .collect(),
-        };
+    let listed: Vec<(String, String, Option<String>, Option<String>)> = match manifest.as_ref() {
+        Some(m) => m
+            .cases
+            .iter()
+            .map(|c| {
+                (
+                    c.id.clone(),
+                    c.service.clone(),
+                    c.error.clone(),
+                    Some(c.status.clone()).filter(|s| !s.is_empty()),
+                )
+            })
+            .collect(),
+        None => results
+            .iter()
+            .map(|(id, r)| {
+                (
+                    id.clone(),
+                    CaseFile::new(r).model_id().unwrap_or("").to_string(),
+                    None,
+                    Some("ok".into()),
+                )
+            })
+            .collect(),
+    };
     if listed.is_empty() {
         return Err(format!("{} holds no result files", dir.display()));
     }
@@ -93,8 +82,9 @@ pub fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
     }
     // What the run judged beside its cases, as it recorded it (see `Judged`).
     let judged: Option<Judged> = manifest
-        .get("judged")
-        .and_then(|j| serde_json::from_value(j.clone()).ok());
+        .as_ref()
+        .and_then(|m| m.judged.clone())
+        .and_then(|j| serde_json::from_value(j).ok());
     let have_slos = judged.as_ref().map_or_else(
         || views.iter().any(|v| v.slo_pass.is_some()),
         |j| j.have_slos,
@@ -109,10 +99,9 @@ pub fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
                     .map(|x| format!("{} {}", x.key, x.target))
                     .collect()
             });
-    let s = |k: &str| manifest[k].as_str().unwrap_or("").to_string();
     // A folder of plain `vllm bench serve` results has no manifest: its services are
     // the models the files name, and its time span the files' `date`s.
-    let services = if manifest.is_null() {
+    let services = if manifest.is_none() {
         let mut seen: Vec<ServiceView> = Vec::new();
         for r in results.values() {
             let model = CaseFile::new(r).model_id().unwrap_or("");
@@ -128,16 +117,15 @@ pub fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
         }
         seen
     } else {
-        manifest["services"]
-            .as_object()
-            .into_iter()
-            .flatten()
+        manifest
+            .iter()
+            .flat_map(|m| &m.services)
             .map(|(name, m)| ServiceView {
                 name: name.clone(),
-                kind: m["kind"].as_str().unwrap_or("").to_string(),
-                base_url: m["base_url"].as_str().unwrap_or("").to_string(),
-                model: m["model"].as_str().unwrap_or("").to_string(),
-                error: m["error"].as_str().map(str::to_string),
+                kind: m.kind.clone(),
+                base_url: m.base_url.clone(),
+                model: m.model.clone(),
+                error: m.error.clone(),
             })
             .collect()
     };
@@ -146,28 +134,33 @@ pub fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
         .filter_map(|r| CaseFile::new(r).date())
         .collect();
     dates.sort_unstable();
-    let span = |first: bool, key: &str| {
-        let from_manifest = s(key);
-        if !from_manifest.is_empty() {
-            return from_manifest;
+    let span = |first: bool, recorded: Option<&String>| {
+        if let Some(t) = recorded.filter(|t| !t.is_empty()) {
+            return t.clone();
         }
         let d = if first { dates.first() } else { dates.last() };
         d.map_or_else(String::new, |d| d.to_string())
     };
     let head = RunHead {
-        plan: manifest["plan"].as_str().map_or_else(
-            || {
-                dir.file_name()
-                    .and_then(|n| n.to_str())
-                    .unwrap_or("results")
-                    .to_string()
-            },
-            str::to_string,
-        ),
+        plan: manifest
+            .as_ref()
+            .and_then(|m| m.plan.as_deref())
+            .map_or_else(
+                || {
+                    dir.file_name()
+                        .and_then(|n| n.to_str())
+                        .unwrap_or("results")
+                        .to_string()
+                },
+                str::to_string,
+            ),
         description: judged.as_ref().and_then(|j| j.description.clone()),
-        started: span(true, "started"),
-        finished: span(false, "finished"),
-        command: s("command"),
+        started: span(true, manifest.as_ref().and_then(|m| m.started.as_ref())),
+        finished: span(false, manifest.as_ref().and_then(|m| m.finished.as_ref())),
+        command: manifest
+            .as_ref()
+            .map(|m| m.command.clone())
+            .unwrap_or_default(),
         services,
         slos: judged.as_ref().map_or(slos, |j| j.slos.clone()),
         folder: Some(dir.display().to_string()),
@@ -183,27 +176,23 @@ pub fn view_of(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
 /// What a run folder's manifest says was judged that its `judged` record cannot give
 /// back (a run written by an older benchplan): said, never rebuilt as a pass.
 fn not_rebuilt(dir: &Path) -> Vec<String> {
-    let Some(m) = std::fs::read_to_string(dir.join("manifest.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-    else {
+    let Ok(Some(m)) = Manifest::read_if_any(dir) else {
         return Vec::new();
     };
-    if m.get("judged").is_some() {
+    let (None, Some(v)) = (&m.judged, &m.verdict) else {
         return Vec::new();
-    }
-    let v = &m["verdict"];
+    };
     let mut out = Vec::new();
-    if v["regressions"].as_u64().is_some_and(|n| n > 0) {
+    if v.regressions > 0 {
         out.push(format!(
             "the baseline comparison ({} regression(s))",
-            v["regressions"]
+            v.regressions
         ));
     }
-    if v["trend_regressions"].as_u64().is_some_and(|n| n > 0) {
+    if v.trend_regressions > 0 {
         out.push(format!(
             "the history's trend ({} regression(s))",
-            v["trend_regressions"]
+            v.trend_regressions
         ));
     }
     out
@@ -212,10 +201,11 @@ fn not_rebuilt(dir: &Path) -> Vec<String> {
 /// The exit code a report's verdict gives, by run's precedence rule (runtime, SLO,
 /// regression); the run's own recorded exit wins where it differs (a signal).
 fn verdict_exit(dir: &Path, view: &ReportView) -> Exit {
-    let recorded = std::fs::read_to_string(dir.join("manifest.json"))
+    let recorded = Manifest::read_if_any(dir)
         .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .and_then(|m| m["verdict"]["exit"].as_i64());
+        .flatten()
+        .and_then(|m| m.verdict)
+        .map(|v| i64::from(v.exit));
     let mut code = Exit::Ok;
     let regressions = view.comparison.as_ref().map_or(0, |c| c.regressions)
         + view.trend.as_ref().map_or(0, |t| t.regressions);
@@ -246,7 +236,7 @@ pub fn run(dir: &Path, out: Option<&Path>, settings: RunSettings, format: &str) 
             return Exit::BadPlan;
         }
     };
-    let ours = dir.join("manifest.json").is_file();
+    let ours = dir.join(crate::results::manifest::FILE).is_file();
     let target = match out {
         Some(o) => o.to_path_buf(),
         None if ours || format != "md" => dir.to_path_buf(),

@@ -25,6 +25,7 @@ use crate::planner::Planned;
 use crate::report::csv::Row;
 use crate::report::view::{ReportView, RunHead, ServiceView, axis_values, case_view};
 use crate::results::lock::FolderLock;
+use crate::results::manifest::Manifest;
 use crate::timefmt;
 use case::Status;
 
@@ -354,7 +355,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         &done,
         commit,
     );
-    if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest)) {
+    if let Err(e) = manifest.write(&dir) {
         eprintln!("error: cannot write the manifest: {e}");
         return Exit::Runtime;
     }
@@ -374,21 +375,19 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     let outcomes = parallel::run_all(scope, &mut manifest).await;
 
     let finished = SystemTime::now();
-    manifest["finished"] = json!(timefmt::iso(finished));
-    manifest["interrupted"] = json!(ctl.interrupted());
+    manifest.finished = Some(timefmt::iso(finished));
+    manifest.interrupted = Some(ctl.interrupted());
     for (i, (case, o)) in planned.cases.iter().zip(&outcomes).enumerate() {
-        manifest["cases"][i] = parallel::manifest_entry(&case.id, &case.service, o);
+        manifest.cases[i] = parallel::manifest_entry(&case.id, &case.service, o);
         // The matrix values, so `benchplan report` can show them as columns again.
-        manifest["cases"][i]["axes"] = json!(axis_values(
-            case.assignments.iter().map(|a| (&*a.key, &a.value))
-        ));
+        manifest.cases[i].axes = axis_values(case.assignments.iter().map(|a| (&*a.key, &a.value)));
     }
-    let manifest_failed = match write_atomic(&dir.join("manifest.json"), &json_bytes(&manifest)) {
+    let manifest_failed = match manifest.write(&dir) {
         Ok(()) => false,
         Err(e) => {
             eprintln!(
                 "error: cannot write {}: {e}",
-                dir.join("manifest.json").display()
+                dir.join(crate::results::manifest::FILE).display()
             );
             true
         }
@@ -450,10 +449,10 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     }
     eprintln!("report: {}", dir.join("report.md").display());
     // What was judged, so `report DIR` rebuilds the same verdict (see `Judged`).
-    manifest["judged"] = json!(crate::report::view::Judged::of(
+    manifest.judged = Some(json!(crate::report::view::Judged::of(
         &report,
         planned.user_slos > 0
-    ));
+    )));
     verdict(
         &report,
         regression,
@@ -521,7 +520,7 @@ fn verdict(
     regression: bool,
     failed_to_run: bool,
     ctl: &RunControl,
-    manifest: &mut Value,
+    manifest: &mut Manifest,
     dir: &Path,
 ) -> Exit {
     let slo_failures = report.slo_failures;
@@ -554,20 +553,20 @@ fn verdict(
     );
     // The manifest carries the verdict too, for whatever reads the folder later.
     let warnings: usize = report.cases.iter().map(|c| c.warnings.len()).sum();
-    manifest["verdict"] = json!({
-        "pass": code == Exit::Ok,
-        "exit": code.code(),
-        "cases": report.cases.len(),
-        "not_measured": failed,
-        "slo_failures": slo_failures,
-        "regressions": regressions,
-        "trend_regressions": trend_regressions,
-        "warnings": warnings,
+    manifest.verdict = Some(crate::results::manifest::Verdict {
+        pass: code == Exit::Ok,
+        exit: code.code(),
+        cases: report.cases.len(),
+        not_measured: failed,
+        slo_failures,
+        regressions,
+        trend_regressions,
+        warnings: Some(warnings),
     });
-    if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(manifest)) {
+    if let Err(e) = manifest.write(dir) {
         eprintln!(
             "error: cannot write {}: {e}",
-            dir.join("manifest.json").display()
+            dir.join(crate::results::manifest::FILE).display()
         );
         return code.worst(Exit::Runtime);
     }
@@ -632,39 +631,70 @@ fn first_manifest(
     versions: &std::collections::HashMap<String, Value>,
     done: &resume::Finished,
     commit: Option<String>,
-) -> Value {
+) -> Manifest {
+    use crate::results::manifest::{CaseEntry, ServiceEntry, ShardEntry};
     let plan = &planned.plan;
-    let mut manifest = json!({
-        "tool": "benchplan", "tool_version": env!("CARGO_PKG_VERSION"), "plan": plan.name, "plan_hash": plan_hash(planned),
-        "judging": judging(planned), "judging_hash": judging_hash(&judging(planned)),
-        "command": settings.command, "host": host(), "commit": commit, "started": timefmt::iso(started), "finished": null,
-        "services": service_views.iter().map(|s| (s.name.clone(), json!({"kind": s.kind, "base_url": s.base_url, "model": s.model, "version": versions.get(&s.name), "error": s.error}))).collect::<Map<String, Value>>(),
-        "cases": planned.cases.iter().map(|c| {
-            let finished = done.contains_key(&c.id);
-            json!({"id": c.id, "service": c.service, "status": if finished { "ok" } else { "pending" },
-                   "file": finished.then(|| format!("{}.json", c.id))})
-        }).collect::<Vec<_>>(),
-    });
+    let judging = judging(planned);
+    let mut manifest = Manifest {
+        tool: "benchplan".into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        plan: plan.name.clone(),
+        plan_hash: plan_hash(planned),
+        judging_hash: Some(judging_hash(&judging)),
+        judging: Some(judging),
+        command: settings.command.clone(),
+        host: Some(host()),
+        commit,
+        started: Some(timefmt::iso(started)),
+        services: service_views
+            .iter()
+            .map(|s| {
+                let entry = ServiceEntry {
+                    kind: s.kind.clone(),
+                    base_url: s.base_url.clone(),
+                    model: s.model.clone(),
+                    version: versions.get(&s.name).cloned(),
+                    error: s.error.clone(),
+                };
+                (s.name.clone(), entry)
+            })
+            .collect(),
+        cases: planned
+            .cases
+            .iter()
+            .map(|c| {
+                let finished = done.contains_key(&c.id);
+                CaseEntry {
+                    id: c.id.clone(),
+                    service: c.service.clone(),
+                    status: if finished { "ok" } else { "pending" }.into(),
+                    file: finished.then(|| format!("{}.json", c.id)),
+                    ..CaseEntry::default()
+                }
+            })
+            .collect(),
+        ..Manifest::default()
+    };
     if let Some(sr) = &settings.shard {
         // Self-describing: which plan, which share of it, and the cases it owns.
-        manifest["plan_hash"] = json!(sr.plan_hash);
-        manifest["shard"] = json!({
-            "index": sr.shard.index, "count": sr.shard.count, "by": sr.shard.by,
-            "plan_cases": sr.all_cases,
-            "plan_case_ids": sr.all_ids,
-            "cases": planned.cases.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
-            "plan_repeats": plan.execution.repeats.max(1),
-        });
-        if sr.shard.by == crate::planner::shard::ShardBy::Repeat {
+        manifest.plan_hash = sr.plan_hash.clone();
+        manifest.shard = Some(ShardEntry {
+            index: sr.shard.index as u64,
+            count: sr.shard.count as u64,
+            by: sr.shard.by.as_str().into(),
+            plan_cases: sr.all_cases,
+            plan_case_ids: sr.all_ids.clone(),
+            cases: planned.cases.iter().map(|c| c.id.clone()).collect(),
+            plan_repeats: plan.execution.repeats.max(1),
             // Which runs of each case are here: `{id}.rep{k}.json` for each k.
-            manifest["shard"]["repeats"] = json!(
+            repeats: (sr.shard.by == crate::planner::shard::ShardBy::Repeat).then(|| {
                 planned
                     .cases
                     .iter()
-                    .map(|c| (c.id.clone(), json!(c.repeats)))
-                    .collect::<Map<String, Value>>()
-            );
-        }
+                    .map(|c| (c.id.clone(), c.repeats.clone().unwrap_or_default()))
+                    .collect()
+            }),
+        });
     }
     manifest
 }

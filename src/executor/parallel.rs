@@ -7,13 +7,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
-
+use super::RunControl;
 use super::case::{CaseOutcome, Status, run_case};
 use super::resume::Finished;
-use super::{RunControl, json_bytes};
-use crate::files::write_atomic;
 use crate::planner::{Case, Planned};
+use crate::results::manifest::{CaseEntry, Manifest};
 use crate::results::read::CaseFile;
 use crate::service::fleet::{Readiness, Services};
 use crate::service::target::Resolved;
@@ -68,18 +66,21 @@ pub fn log(dir: &Path, line: &str, quiet: bool) {
 }
 
 /// The manifest's entry for a case.
-pub fn manifest_entry(id: &str, service: &str, o: &CaseOutcome) -> Value {
-    let slo_pass = o.result.as_ref().and_then(|r| CaseFile::new(r).slos_pass());
-    json!({
-        "id": id, "service": service, "status": o.status.as_str(),
-        "file": o.result.as_ref().map(|_| format!("{id}.json")), "error": o.error,
-        "slo_pass": slo_pass,
-    })
+pub fn manifest_entry(id: &str, service: &str, o: &CaseOutcome) -> CaseEntry {
+    CaseEntry {
+        id: id.into(),
+        service: service.into(),
+        status: o.status.as_str().into(),
+        file: o.result.as_ref().map(|_| format!("{id}.json")),
+        error: o.error.clone(),
+        slo_pass: o.result.as_ref().and_then(|r| CaseFile::new(r).slos_pass()),
+        ..CaseEntry::default()
+    }
 }
 
-fn record(manifest: &mut Value, i: usize, id: &str, service: &str, o: &CaseOutcome, dir: &Path) {
-    manifest["cases"][i] = manifest_entry(id, service, o);
-    if let Err(e) = write_atomic(&dir.join("manifest.json"), &json_bytes(manifest)) {
+fn record(manifest: &mut Manifest, i: usize, id: &str, service: &str, o: &CaseOutcome, dir: &Path) {
+    manifest.cases[i] = manifest_entry(id, service, o);
+    if let Err(e) = manifest.write(dir) {
         eprintln!("warning: cannot update the manifest: {e}");
     }
 }
@@ -112,7 +113,7 @@ pub struct Scope<'a> {
 }
 
 /// Runs every case not in `done`; returns one outcome per case, in plan order.
-pub async fn run_all(scope: Scope<'_>, manifest: &mut Value) -> Vec<CaseOutcome> {
+pub async fn run_all(scope: Scope<'_>, manifest: &mut Manifest) -> Vec<CaseOutcome> {
     let Scope {
         planned,
         services,

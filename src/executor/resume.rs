@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::results::manifest::Manifest;
 use crate::results::read::CaseFile;
 
 /// The finished cases of a run folder (by case id, with their results), after checking
@@ -17,14 +18,8 @@ use crate::results::read::CaseFile;
 pub type Finished = HashMap<String, Map<String, Value>>;
 
 pub fn finished_cases(dir: &Path, plan_hash: &str, ids: &[&str]) -> Result<Finished, String> {
-    let text = std::fs::read_to_string(dir.join("manifest.json"))
-        .map_err(|e| format!("no manifest.json there ({e})"))?;
-    let manifest: Value =
-        serde_json::from_str(&text).map_err(|e| format!("manifest.json is not JSON: {e}"))?;
-    let theirs = manifest
-        .get("plan_hash")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let manifest = Manifest::read(dir)?;
+    let theirs = manifest.plan_hash.as_str();
     if theirs != plan_hash {
         return Err(format!(
             "the plan changed since that run (its cases hash to {theirs}, the plan's now to {plan_hash}); resuming would mix two different plans, so start a new run"

@@ -46,9 +46,11 @@ pub struct Comparison {
 
 /// The plan hash a run folder's manifest records, if any.
 fn plan_hash_of(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join("manifest.json")).ok()?;
-    let v: Value = serde_json::from_str(&text).ok()?;
-    v.get("plan_hash")?.as_str().map(str::to_string)
+    crate::results::manifest::Manifest::read_if_any(dir)
+        .ok()
+        .flatten()
+        .map(|m| m.plan_hash)
+        .filter(|h| !h.is_empty())
 }
 
 /// Result files of a run folder (benchplan's, or plain `vllm bench serve` results), by
@@ -95,7 +97,7 @@ pub fn load_results(dir: &Path) -> Result<IndexMap<String, Map<String, Value>>, 
                 let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
                 !matches!(
                     n,
-                    "manifest.json"
+                    crate::results::manifest::FILE
                         | "plan.resolved.json"
                         | "summary.json"
                         | "optimization_report.json"

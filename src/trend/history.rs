@@ -16,6 +16,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::results::manifest::Manifest;
 use crate::results::read::CaseFile;
 
 /// The history format's version.
@@ -153,60 +154,47 @@ pub fn entries_of(path: &Path, metrics: &[String]) -> Result<Vec<Entry>, String>
         let case = CaseFile::new(&r).case_id().map_or(name, str::to_string);
         return Ok(vec![entry(&facts, &case, "", Map::new(), &r, metrics)]);
     }
-    let manifest: Value = match std::fs::read_to_string(path.join("manifest.json")) {
-        Ok(t) => serde_json::from_str(&t).map_err(|e| {
-            format!(
-                "{}: not a manifest: {e}",
-                path.join("manifest.json").display()
-            )
-        })?,
-        Err(_) => {
-            // A folder of plain vLLM results: each file its own run.
-            let mut out = Vec::new();
-            let mut files: Vec<_> = std::fs::read_dir(path)
-                .map_err(|e| format!("{}: {e}", path.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .collect();
-            files.sort();
-            for f in files {
-                out.extend(entries_of(&f, metrics)?);
-            }
-            return Ok(out);
+    let Some(manifest) = Manifest::read_if_any(path)? else {
+        // A folder of plain vLLM results: each file its own run.
+        let mut out = Vec::new();
+        let mut files: Vec<_> = std::fs::read_dir(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        for f in files {
+            out.extend(entries_of(&f, metrics)?);
         }
+        return Ok(out);
     };
-    let s = |k: &str| manifest[k].as_str().unwrap_or_default().to_string();
-    let versions = manifest["services"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter_map(|(name, m)| {
-            let v = m["version"]["version"].as_str()?;
-            Some((name.clone(), v.to_string()))
-        })
+    let versions = manifest
+        .services
+        .iter()
+        .filter_map(|(name, m)| Some((name.clone(), m.version_text()?.to_string())))
         .collect();
     let facts = RunFacts {
-        when: s("started"),
+        when: manifest.started.clone().unwrap_or_default(),
         run: path
             .file_name()
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-        plan: s("plan"),
-        plan_hash: s("plan_hash"),
+        plan: manifest.plan.clone().unwrap_or_default(),
+        plan_hash: manifest.plan_hash.clone(),
         versions,
-        commit: manifest["commit"].as_str().map(str::to_string),
+        commit: manifest.commit.clone(),
     };
     let mut out = Vec::new();
-    for c in manifest["cases"].as_array().into_iter().flatten() {
-        let (Some(id), Some(file)) = (c["id"].as_str(), c["file"].as_str()) else {
+    for c in manifest.cases.iter().filter(|c| c.is_ok()) {
+        let Some(file) = &c.file else {
             continue;
         };
-        if c["status"] != "ok" {
-            continue;
-        }
         let r = read_result(&path.join(file))?;
-        let params = c["axes"].as_object().cloned().unwrap_or_default();
-        let service = c["service"].as_str().unwrap_or_default();
-        out.push(entry(&facts, id, service, params, &r, metrics));
+        let params = c
+            .axes
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        out.push(entry(&facts, &c.id, &c.service, params, &r, metrics));
     }
     Ok(out)
 }

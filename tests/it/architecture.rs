@@ -440,3 +440,41 @@ fn the_runners_and_the_reports_do_not_reach_up() {
     .concat();
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+/// The lines of `src/` outside `owner` that read `manifest.json` by hand: its file
+/// name spelled out, or a key taken from a JSON value named like a manifest.
+fn manifest_reads_outside(owner: &str) -> Vec<String> {
+    let src = repo().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut bad = Vec::new();
+    for f in files {
+        let rel = f
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if rel == owner {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let by_key = code.contains("manifest[\"") || code.contains("manifest.get(\"");
+            let by_name = code.contains("join(\"manifest.json\")");
+            if by_key || by_name {
+                bad.push(format!("src/{rel}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn the_manifest_is_read_through_its_type_only() {
+    let bad = manifest_reads_outside("results/manifest.rs");
+    assert!(
+        bad.is_empty(),
+        "read the manifest through results::manifest::Manifest: {bad:#?}"
+    );
+}

@@ -5,6 +5,8 @@ pub mod checks;
 pub mod hist;
 pub mod record;
 pub mod sample;
+pub mod significance;
 pub mod stats;
 pub mod summary;
+pub mod table;
 pub mod turns;

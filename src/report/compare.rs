@@ -8,6 +8,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::metrics::table;
 use crate::plan::Report;
 use crate::results::read::CaseFile;
 
@@ -152,65 +153,28 @@ fn slug(id: &str) -> &str {
     }
 }
 
+/// Whether `k` is a latency statistic the gate compares (a mean, median or percentile
+/// of a compared latency family; a spread is not a regression).
 fn is_latency_key(k: &str) -> bool {
-    let Some(rest) = k.strip_suffix("_ms") else {
-        return false;
-    };
-    let Some((stat, metric)) = rest.rsplit_once('_') else {
-        return false;
-    };
-    matches!(metric, "ttft" | "tpot" | "itl" | "e2el")
-        && (stat == "mean"
-            || stat == "median"
-            || (stat.starts_with('p') && stat[1..].parse::<f64>().is_ok()))
+    table::of_result_key(k).is_some_and(|d| {
+        d.compared && matches!(d.shape, table::Shape::Latency(_)) && !k.starts_with("std_")
+    })
 }
 
-const HIGHER_BETTER: [&str; 4] = [
-    "request_throughput",
-    "output_throughput",
-    "total_token_throughput",
-    "request_goodput",
-];
-
-/// Whether a rise of this result key is good: a throughput, goodput, the success rate.
-pub fn higher_is_better(k: &str) -> bool {
-    HIGHER_BETTER.contains(&k) || k == "success_rate"
+/// Whether the gate judges `k` as "higher is better" (a compared throughput or rate).
+fn higher_is_better(k: &str) -> bool {
+    table::of_result_key(k).is_some_and(|d| d.compared && d.higher_is_better)
 }
 
 /// The result keys a plan compares (and its history keeps): `report.compare_metrics`,
-/// else [`DEFAULT_COMPARED`].
+/// else the metric table's defaults (`metrics::table::DEFAULT_COMPARED`).
 pub fn compared_metrics(cfg: &Report) -> Vec<String> {
-    cfg.compare_metrics
-        .clone()
-        .unwrap_or_else(|| DEFAULT_COMPARED.iter().map(|s| s.to_string()).collect())
-}
-
-/// What a comparison looks at unless `report.compare_metrics` says otherwise: one of
-/// each kind, no statistic twice (a median is a p50).
-pub const DEFAULT_COMPARED: [&str; 8] = [
-    "p50_ttft_ms",
-    "p99_ttft_ms",
-    "p50_tpot_ms",
-    "p99_tpot_ms",
-    "p99_itl_ms",
-    "p99_e2el_ms",
-    "output_throughput",
-    "success_rate",
-];
-
-/// A compared metric's value in a result: its key (a p50 is also the median), the
-/// success rate in percent from the counts.
-pub fn metric_value(r: &Map<String, Value>, k: &str) -> Option<f64> {
-    let r = CaseFile::new(r);
-    match k {
-        "success_rate" => r.success_rate(),
-        _ => r.number(k).or_else(|| r.number(&median_key(k)?)),
-    }
-}
-
-/// The key vLLM writes a `p50_` metric under (`median_ttft_ms` for `p50_ttft_ms`).
-fn median_key(k: &str) -> Option<String> {
-    k.strip_prefix("p50_").map(|rest| format!("median_{rest}"))
+    cfg.compare_metrics.clone().unwrap_or_else(|| {
+        table::DEFAULT_COMPARED
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    })
 }
 
 /// A repeated case's per-run values of metric `k` (`benchplan.repeats.values`; `p50_`
@@ -228,7 +192,7 @@ fn worse_p_value(
     cand: &Map<String, Value>,
     margin: f64,
 ) -> Option<f64> {
-    use super::significance::{proportion_lower, slower_by_more_than, welch_worse};
+    use crate::metrics::significance::{proportion_lower, slower_by_more_than, welch_worse};
     // Both sides repeated: a test across the runs, on the metric itself.
     if let (Some(b), Some(c)) = (run_values(base, k), run_values(cand, k)) {
         let lower_is_better = !higher_is_better(k);
@@ -237,12 +201,13 @@ fn worse_p_value(
         }
     }
     let hist = |r: &Map<String, Value>, m: &str| CaseFile::new(r).histogram(m);
-    let sampled = if is_latency_key(k) {
-        k.strip_suffix("_ms")?.rsplit_once('_').map(|(_, m)| m)
-    } else if HIGHER_BETTER.contains(&k) {
-        Some("e2el")
-    } else {
-        None
+    // A latency's own samples; a throughput's through its requests' E2EL.
+    let sampled = match table::of_result_key(k)?.shape {
+        table::Shape::Latency(m) => Some(m.name()),
+        table::Shape::Scalar if k.ends_with("_throughput") || k == "request_goodput" => {
+            Some("e2el")
+        }
+        table::Shape::Scalar => None,
     };
     match (k, sampled) {
         ("success_rate", _) => {
@@ -282,7 +247,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
         }
         let metrics: Vec<&str> = match &cfg.compare_metrics {
             Some(list) => list.iter().map(String::as_str).collect(),
-            None => DEFAULT_COMPARED.to_vec(),
+            None => table::DEFAULT_COMPARED.to_vec(),
         };
         for k in metrics {
             let better = if higher_is_better(k) {
@@ -292,7 +257,8 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
             } else {
                 continue;
             };
-            let (Some(bv), Some(cv)) = (metric_value(br, k), metric_value(cr, k)) else {
+            let (Some(bv), Some(cv)) = (CaseFile::new(br).metric(k), CaseFile::new(cr).metric(k))
+            else {
                 continue;
             };
             if bv == 0.0 {

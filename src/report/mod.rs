@@ -6,7 +6,6 @@ pub mod compare;
 pub mod csv;
 pub mod junit;
 pub mod openmetrics;
-pub mod significance;
 pub mod view;
 pub mod write;
 

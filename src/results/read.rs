@@ -132,6 +132,18 @@ impl<'a> CaseFile<'a> {
         self.0.get(key)?.as_f64()
     }
 
+    /// A compared metric's value (`report.compare_metrics`, the history): its result key
+    /// (a `p50_` is also vLLM's `median_`), the success rate in percent from the counts.
+    pub fn metric(&self, k: &str) -> Option<f64> {
+        match k {
+            "success_rate" => self.success_rate(),
+            _ => self.number(k).or_else(|| {
+                let rest = k.strip_prefix("p50_")?;
+                self.number(&format!("median_{rest}"))
+            }),
+        }
+    }
+
     /// A top-level count (`num_conversations`, `turns_successful`, …), when it is whole.
     pub fn count(&self, key: &str) -> Option<u64> {
         self.0.get(key)?.as_u64()

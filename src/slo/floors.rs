@@ -1,7 +1,7 @@
 //! The floors every case is judged on, SLOs or not (success rate; output ratio under
 //! `ignore_eos`), and the reading of a plan's SLO block into checks.
 
-use super::{Op, SLO_KEYS_HELP, Slo, SloMetric};
+use super::{Op, Slo, SloMetric, slo_keys_help};
 use crate::diag::Diagnostic;
 use crate::plan::SloSpec;
 use crate::plan::params::CaseParams;
@@ -17,7 +17,7 @@ pub fn parse_slos(
     let mut slos = Vec::new();
     let mut push = |r: Result<Slo, String>, path: String| match r {
         Ok(s) => slos.push((s, path)),
-        Err(e) => out.push(Diagnostic::error(path, e).with_help(SLO_KEYS_HELP)),
+        Err(e) => out.push(Diagnostic::error(path, e).with_help(slo_keys_help())),
     };
     match spec {
         None => {}

@@ -87,34 +87,39 @@ pub fn percentile_label(p: f64) -> String {
     }
 }
 
-/// What the grammar accepts, for error messages.
-pub const SLO_KEYS_HELP: &str = "SLO keys are (mean|median|std|pN|pN.N)_(ttft|tpot|itl|e2el), \
-success_rate, goodput_ratio, request_throughput, output_throughput or output_ratio, and the floors \
-min_success_rate and min_output_ratio";
+/// What the grammar accepts, for error messages (from the metric table).
+pub fn slo_keys_help() -> String {
+    crate::metrics::table::slo_keys_help()
+}
 
 impl SloMetric {
-    /// Parses a key such as `p99.9_ttft` or `success_rate`.
+    /// Parses a key such as `p99.9_ttft`, `p99_client_queue_time` or `success_rate`: a
+    /// row of the metric table (`metrics::table`) that an SLO may judge.
     pub fn parse(key: &str) -> Result<SloMetric, String> {
-        match key {
-            "success_rate" => return Ok(SloMetric::SuccessRate),
-            "goodput_ratio" => return Ok(SloMetric::GoodputRatio),
-            "request_throughput" => return Ok(SloMetric::RequestThroughput),
-            "output_throughput" => return Ok(SloMetric::OutputThroughput),
-            "output_ratio" => return Ok(SloMetric::OutputRatio),
-            _ => {}
+        use crate::metrics::table::{self, Shape};
+        if table::scalar_named(key).is_some_and(|d| d.slo) {
+            match key {
+                "success_rate" => return Ok(SloMetric::SuccessRate),
+                "goodput_ratio" => return Ok(SloMetric::GoodputRatio),
+                "request_throughput" => return Ok(SloMetric::RequestThroughput),
+                "output_throughput" => return Ok(SloMetric::OutputThroughput),
+                "output_ratio" => return Ok(SloMetric::OutputRatio),
+                _ => {}
+            }
         }
         let bad = || format!("`{key}` is not an SLO key");
-        let (stat, metric) = key.rsplit_once('_').ok_or_else(bad)?;
-        let metric = match metric {
-            "ttft" => Metric::Ttft,
-            "tpot" => Metric::Tpot,
-            "itl" => Metric::Itl,
-            "e2el" => Metric::E2el,
-            other => {
-                let hint = crate::diag::did_you_mean(other, ["ttft", "tpot", "itl", "e2el"])
+        // The statistic is the first segment; the family may hold underscores.
+        let (stat, family) = key.split_once('_').ok_or_else(bad)?;
+        let metric = match table::latency_named(family).filter(|d| d.slo) {
+            Some(&table::MetricDef {
+                shape: Shape::Latency(m),
+                ..
+            }) => m,
+            _ => {
+                let hint = crate::diag::did_you_mean(family, table::slo_latency_keys())
                     .map(|m| format!(" (did you mean `{m}`?)"))
                     .unwrap_or_default();
-                return Err(format!("`{key}`: unknown latency metric `{other}`{hint}"));
+                return Err(format!("`{key}`: unknown latency metric `{family}`{hint}"));
             }
         };
         let stat = match stat {

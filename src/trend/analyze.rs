@@ -103,7 +103,7 @@ pub fn analyze(entries: &[Entry], settings: &TrendSettings) -> Trend {
     let mut series: Vec<Series> = by.into_values().collect();
     let mut regressions = 0;
     for s in &mut series {
-        let up_is_good = crate::report::compare::higher_is_better(&s.metric);
+        let up_is_good = crate::metrics::table::higher_is_better(&s.metric);
         s.changes = change_points(&s.values, &settings.change)
             .into_iter()
             .map(|c| {

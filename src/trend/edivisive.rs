@@ -14,7 +14,7 @@
 //! t statistic of 0/0 (two constant, equal segments) reads p = 1, where scipy's NaN
 //! leaves Otava's order of comparisons to decide.
 
-use crate::report::significance::student_t_sf;
+use crate::metrics::significance::student_t_sf;
 
 /// Otava's settings (its defaults: a window of 50, `max_pvalue` 0.001, no minimum
 /// magnitude).

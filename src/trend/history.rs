@@ -98,7 +98,7 @@ pub fn entry(
     }
     let mut points = BTreeMap::new();
     for k in metrics {
-        if let Some(v) = crate::report::compare::metric_value(result, k) {
+        if let Some(v) = f.metric(k) {
             points.insert(k.clone(), Point { value: v, n });
         }
     }

@@ -478,3 +478,11 @@ fn the_manifest_is_read_through_its_type_only() {
         "read the manifest through results::manifest::Manifest: {bad:#?}"
     );
 }
+
+#[test]
+fn the_history_reads_no_report_type() {
+    // Metric semantics come from `metrics::table`, statistics from
+    // `metrics::significance`, a result's values from `results::read`.
+    let bad = violations("trend/", &["report"], &[]);
+    assert!(bad.is_empty(), "{bad:#?}");
+}

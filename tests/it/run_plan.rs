@@ -964,3 +964,57 @@ fn only_runs_a_subset_into_a_new_folder_or_again_in_place() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// One row of the metric table makes a summarized metric an SLO key and a compared
+/// metric: the client's queue time behind the concurrency cap.
+#[test]
+fn client_queue_time_is_an_slo_key_and_a_compared_metric() {
+    let dir = crate::support::tempdir("queue-slo");
+    let plan = |extra: &str| {
+        format!(
+            "[services.sim]\nsim = {{ preset = \"fast\" }}\n[defaults]\nnum_prompts = 8\n{extra}dataset = {{ name = \"random\", input_len = 8, output_len = 2 }}\n[slo]\np99_client_queue_time = \"<= 30s\"\n[report]\ncharts = false\ncompare_metrics = [\"p99_client_queue_time_ms\"]\n"
+        )
+    };
+    // No cap, no queue: refused before any traffic, naming the key.
+    let p = write_plan(&dir, &plan(""));
+    let out = benchplan(&["validate", &p]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`p99_client_queue_time` is measured only behind a concurrency cap"),
+        "{}",
+        stderr(&out)
+    );
+    let p = write_plan(&dir, &plan("max_concurrency = 2\n"));
+    let out = run_quiet(&p, &dir.join("r"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = batch_dir(&dir.join("r"));
+    let result = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("sim-"))
+        .unwrap();
+    let v = crate::support::read_json(&result);
+    let verdict = v["benchplan"]["slo_verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["key"] == "p99_client_queue_time")
+        .cloned()
+        .expect("judged");
+    assert_eq!(verdict["pass"], true);
+    assert_eq!(verdict["actual"], v["p99_client_queue_time_ms"]);
+    // Against itself as the baseline: the metric is compared (a row, no regression).
+    let p = write_plan(
+        &dir,
+        &format!(
+            "{}baseline = \"{}\"\n",
+            plan("max_concurrency = 2\n"),
+            run.display()
+        ),
+    );
+    let out = run_quiet(&p, &dir.join("r2"));
+    assert!(matches!(out.status.code(), Some(0 | 4)), "{}", stderr(&out));
+    let md = std::fs::read_to_string(batch_dir(&dir.join("r2")).join("report.md")).unwrap();
+    assert!(md.contains("p99_client_queue_time_ms"), "{md}");
+    std::fs::remove_dir_all(&dir).ok();
+}

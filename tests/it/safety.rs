@@ -526,7 +526,7 @@ fn the_step_summary_of_a_500_case_plan_stays_under_githubs_limit() {
         }];
         c.slo_pass = Some(false);
         c.warnings = vec![long.clone()];
-        for m in benchplan::report::compare::DEFAULT_COMPARED {
+        for m in benchplan::metrics::table::DEFAULT_COMPARED {
             rows.push(DeltaRow {
                 case: c.id.clone(),
                 metric: m.into(),

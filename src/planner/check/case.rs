@@ -370,6 +370,38 @@ fn check_slo_needs(case: &Case, slos: &[(Slo, String)], out: &mut Vec<Diagnostic
     let at = |key: &str| case.origin_of(key);
     // SLOs that need something of the case.
     for (slo, path) in slos {
+        // The client queues only behind a concurrency cap, and E2EL from the scheduled
+        // arrival has one only at a finite rate: vLLM reports them only then.
+        if let SloMetric::Latency { metric, .. } = slo.metric {
+            use crate::plan::params::Metric;
+            let queued = matches!(
+                metric,
+                Metric::ClientQueueTime | Metric::E2elIncludingClientQueue
+            );
+            if queued && p.max_concurrency.is_none() {
+                out.push(
+                    Diagnostic::error(
+                        path,
+                        format!(
+                            "`{}` is measured only behind a concurrency cap: this case has no max_concurrency",
+                            slo.key
+                        ),
+                    )
+                    .with_help("set max_concurrency, or judge e2el"),
+                );
+            } else if metric == Metric::E2elIncludingClientQueue && !p.request_rate.is_finite() {
+                out.push(
+                    Diagnostic::error(
+                        path,
+                        format!(
+                            "`{}` is measured only at a finite request_rate (requests sent all at once have no schedule to count from)",
+                            slo.key
+                        ),
+                    )
+                    .with_help("set request_rate, or judge client_queue_time"),
+                );
+            }
+        }
         if slo.metric == SloMetric::GoodputRatio
             && p.goodput
                 .as_ref()

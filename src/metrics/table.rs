@@ -1,0 +1,306 @@
+//! One table of the metrics a result reports ([`METRICS`]): each one's result key, its
+//! label and unit, which way is better, and whether it is a latency family (read with a
+//! statistic: `p99_ttft_ms`) or one number (`output_throughput`). The SLO grammar and its
+//! help, the compare gate, the history's trend and the report read it; a metric the
+//! summary already computes becomes an SLO key and a compared metric by adding its row.
+
+use crate::plan::params::Metric;
+
+/// The unit a metric's value is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Ms,
+    PerSecond,
+    /// 0 to 100.
+    Percent,
+    /// 0 to 1.
+    Ratio,
+}
+
+impl Unit {
+    /// How a value of this unit is written after its number.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Unit::Ms => "ms",
+            Unit::PerSecond => "/s",
+            Unit::Percent => "%",
+            Unit::Ratio => "",
+        }
+    }
+}
+
+/// Whether a metric is read with a statistic or is one number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// A latency family: `{stat}_{key}_ms`, `stat` one of mean, median, std, pN.
+    Latency(Metric),
+    /// One number under the result key itself.
+    Scalar,
+}
+
+/// One metric.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricDef {
+    /// The result key (a latency family's middle: `ttft` in `p99_ttft_ms`).
+    pub key: &'static str,
+    /// What a person calls it.
+    pub label: &'static str,
+    pub unit: Unit,
+    pub higher_is_better: bool,
+    pub shape: Shape,
+    /// An SLO may judge it (`p99_ttft = "<= 500ms"`, `success_rate = ">= 99%"`).
+    pub slo: bool,
+    /// The baseline gate and the history may compare it (`report.compare_metrics`).
+    pub compared: bool,
+}
+
+const fn latency(metric: Metric, key: &'static str, label: &'static str) -> MetricDef {
+    MetricDef {
+        key,
+        label,
+        unit: Unit::Ms,
+        higher_is_better: false,
+        shape: Shape::Latency(metric),
+        slo: true,
+        compared: true,
+    }
+}
+
+const fn scalar(
+    key: &'static str,
+    label: &'static str,
+    unit: Unit,
+    higher_is_better: bool,
+    slo: bool,
+    compared: bool,
+) -> MetricDef {
+    MetricDef {
+        key,
+        label,
+        unit,
+        higher_is_better,
+        shape: Shape::Scalar,
+        slo,
+        compared,
+    }
+}
+
+/// Every metric benchplan judges or compares.
+pub const METRICS: &[MetricDef] = &[
+    latency(Metric::Ttft, "ttft", "TTFT"),
+    latency(Metric::Tpot, "tpot", "TPOT"),
+    latency(Metric::Itl, "itl", "ITL"),
+    latency(Metric::E2el, "e2el", "E2EL"),
+    latency(
+        Metric::ClientQueueTime,
+        "client_queue_time",
+        "client queue time",
+    ),
+    latency(
+        Metric::E2elIncludingClientQueue,
+        "e2el_including_client_queue",
+        "E2EL with the client queue",
+    ),
+    scalar(
+        "request_throughput",
+        "request throughput",
+        Unit::PerSecond,
+        true,
+        true,
+        true,
+    ),
+    scalar(
+        "output_throughput",
+        "output throughput",
+        Unit::PerSecond,
+        true,
+        true,
+        true,
+    ),
+    scalar(
+        "total_token_throughput",
+        "total token throughput",
+        Unit::PerSecond,
+        true,
+        false,
+        true,
+    ),
+    scalar(
+        "request_goodput",
+        "goodput",
+        Unit::PerSecond,
+        true,
+        false,
+        true,
+    ),
+    scalar(
+        "success_rate",
+        "success rate",
+        Unit::Percent,
+        true,
+        true,
+        true,
+    ),
+    scalar(
+        "goodput_ratio",
+        "goodput ratio",
+        Unit::Ratio,
+        true,
+        true,
+        false,
+    ),
+    scalar(
+        "output_ratio",
+        "output ratio",
+        Unit::Percent,
+        true,
+        true,
+        false,
+    ),
+];
+
+/// The row of a latency metric.
+pub fn latency_def(metric: Metric) -> &'static MetricDef {
+    METRICS
+        .iter()
+        .find(|d| d.shape == Shape::Latency(metric))
+        .expect("every latency metric has a row")
+}
+
+/// The row of a latency family by its key (`ttft`, `client_queue_time`).
+pub fn latency_named(key: &str) -> Option<&'static MetricDef> {
+    METRICS
+        .iter()
+        .find(|d| d.key == key && matches!(d.shape, Shape::Latency(_)))
+}
+
+/// The row of a one-number metric by its result key.
+pub fn scalar_named(key: &str) -> Option<&'static MetricDef> {
+    METRICS
+        .iter()
+        .find(|d| d.key == key && d.shape == Shape::Scalar)
+}
+
+/// Whether `stat` is a statistic a latency family is written with: mean, median, std,
+/// or a percentile `pN` / `pN.N` with 0 < N <= 100.
+fn is_stat(stat: &str) -> bool {
+    matches!(stat, "mean" | "median" | "std")
+        || stat
+            .strip_prefix('p')
+            .and_then(|n| n.parse::<f64>().ok())
+            .is_some_and(|p| p > 0.0 && p <= 100.0)
+}
+
+/// The row a result key belongs to: `p99_ttft_ms` → TTFT's, `output_throughput` → its
+/// own; None for a key no row covers.
+pub fn of_result_key(k: &str) -> Option<&'static MetricDef> {
+    if let Some(d) = scalar_named(k) {
+        return Some(d);
+    }
+    let rest = k.strip_suffix("_ms")?;
+    // The family's key may hold underscores (`client_queue_time`): the statistic is
+    // the first segment.
+    let (stat, family) = rest.split_once('_')?;
+    latency_named(family).filter(|_| is_stat(stat))
+}
+
+/// Whether a rise of this result key is good (a throughput, the success rate); false
+/// for a latency and for a key no row covers.
+pub fn higher_is_better(k: &str) -> bool {
+    of_result_key(k).is_some_and(|d| d.higher_is_better)
+}
+
+/// The latency families an SLO may name, as written in a key (`ttft`, `tpot`, …).
+pub fn slo_latency_keys() -> impl Iterator<Item = &'static str> {
+    METRICS
+        .iter()
+        .filter(|d| d.slo && matches!(d.shape, Shape::Latency(_)))
+        .map(|d| d.key)
+}
+
+/// The one-number metrics an SLO may name.
+pub fn slo_scalar_keys() -> impl Iterator<Item = &'static str> {
+    METRICS
+        .iter()
+        .filter(|d| d.slo && d.shape == Shape::Scalar)
+        .map(|d| d.key)
+}
+
+/// What the SLO grammar accepts, for its error messages (from the table).
+pub fn slo_keys_help() -> String {
+    let families: Vec<&str> = slo_latency_keys().collect();
+    let scalars: Vec<&str> = slo_scalar_keys().collect();
+    format!(
+        "SLO keys are (mean|median|std|pN|pN.N)_({}), {}, and the floors min_success_rate and min_output_ratio",
+        families.join("|"),
+        scalars.join(", ")
+    )
+}
+
+/// What the compare gate and the history look at unless `report.compare_metrics` says
+/// otherwise: one of each kind, no statistic twice (a median is a p50).
+pub const DEFAULT_COMPARED: [&str; 8] = [
+    "p50_ttft_ms",
+    "p99_ttft_ms",
+    "p50_tpot_ms",
+    "p99_tpot_ms",
+    "p99_itl_ms",
+    "p99_e2el_ms",
+    "output_throughput",
+    "success_rate",
+];
+
+/// Whether the compare gate can judge this result key (a compared row's key, or a
+/// statistic of a compared latency family).
+pub fn is_compared(k: &str) -> bool {
+    of_result_key(k).is_some_and(|d| d.compared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_keys_find_their_rows() {
+        assert_eq!(of_result_key("p99_ttft_ms").unwrap().key, "ttft");
+        assert_eq!(of_result_key("median_e2el_ms").unwrap().key, "e2el");
+        assert_eq!(
+            of_result_key("p99.9_client_queue_time_ms").unwrap().key,
+            "client_queue_time"
+        );
+        assert_eq!(
+            of_result_key("mean_e2el_including_client_queue_ms")
+                .unwrap()
+                .key,
+            "e2el_including_client_queue"
+        );
+        assert_eq!(
+            of_result_key("output_throughput").unwrap().unit,
+            Unit::PerSecond
+        );
+        for bad in [
+            "p99_ttft",
+            "p0_ttft_ms",
+            "p101_ttft_ms",
+            "x_ttft_ms",
+            "ttft_ms",
+            "p99_foo_ms",
+        ] {
+            assert!(of_result_key(bad).is_none(), "{bad}");
+        }
+        assert!(higher_is_better("request_goodput") && higher_is_better("success_rate"));
+        assert!(!higher_is_better("p99_itl_ms") && !higher_is_better("unknown"));
+        // Every default compared key has a compared row, and every latency metric a row.
+        assert!(DEFAULT_COMPARED.iter().all(|k| is_compared(k)));
+        for m in [
+            Metric::Ttft,
+            Metric::Tpot,
+            Metric::Itl,
+            Metric::E2el,
+            Metric::ClientQueueTime,
+            Metric::E2elIncludingClientQueue,
+        ] {
+            assert_eq!(latency_def(m).key, m.name());
+        }
+    }
+}

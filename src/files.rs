@@ -6,6 +6,13 @@
 use std::io::Write;
 use std::path::Path;
 
+/// A JSON value as benchplan writes its files: pretty, ending in a newline.
+pub fn json_bytes(v: &serde_json::Value) -> Vec<u8> {
+    let mut b = serde_json::to_vec_pretty(v).expect("JSON serialises");
+    b.push(b'\n');
+    b
+}
+
 /// Writes `bytes` to `path` atomically (same-folder temporary file, then rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -18,8 +18,9 @@ use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
 
-use crate::executor::{RunSettings, json_bytes};
+use crate::executor::RunSettings;
 use crate::exit::Exit;
+use crate::files::json_bytes;
 use crate::files::write_atomic;
 use crate::report::write::write_reports;
 use crate::results::manifest::{CaseEntry, Manifest, MergedFrom, ShardEntry, Verdict};

@@ -7,7 +7,8 @@ use std::time::{Instant, SystemTime};
 
 use serde_json::{Map, Value, json};
 
-use super::{RunControl, json_bytes};
+use super::control::RunControl;
+use crate::files::json_bytes;
 use crate::files::write_atomic;
 use crate::load::case::execute;
 use crate::load::options::RunOptions;

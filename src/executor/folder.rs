@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use serde_json::json;
 
-use super::json_bytes;
+use crate::files::json_bytes;
 use crate::files::write_atomic;
 use crate::planner::Planned;
 use crate::redact::{redact_json, scrub, secret_values};

@@ -7,8 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::RunControl;
 use super::case::{CaseOutcome, Status, run_case};
+use super::control::RunControl;
 use super::resume::Finished;
 use crate::planner::{Case, Planned};
 use crate::results::manifest::{CaseEntry, Manifest};
@@ -28,7 +28,7 @@ fn hms(secs: f64) -> String {
 
 /// A case's result could not be written: say which and why (even when quiet), and
 /// stop the traffic.
-fn stop_for_disk(o: &CaseOutcome, ctl: &super::RunControl) {
+fn stop_for_disk(o: &CaseOutcome, ctl: &RunControl) {
     eprintln!(
         "stopping: {}; no more traffic is sent (what it measured would be lost)",
         o.error

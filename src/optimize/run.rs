@@ -14,8 +14,9 @@ use std::time::{Instant, SystemTime};
 use serde_json::{Map, Value, json};
 
 use super::search::{Config, Ending, Eval, Outcome, Phase, Request, search};
-use crate::executor::{RunControl, json_bytes};
+use crate::executor::RunControl;
 use crate::exit::Exit;
+use crate::files::json_bytes;
 use crate::files::write_atomic;
 use crate::load::case::execute;
 use crate::load::options::RunOptions;

@@ -16,6 +16,7 @@ pub mod service;
 pub mod settings;
 pub mod shape;
 pub mod sim;
+pub mod slo_spec;
 pub mod source;
 pub mod units;
 
@@ -30,6 +31,7 @@ pub use optimize::Optimize;
 pub use params::{CaseParams, Metric};
 pub use service::Service;
 pub use settings::{Execution, Report};
+pub use slo_spec::SloSpec;
 pub use source::{Format, PlanSource};
 
 /// A benchmark plan: services × a matrix of case parameters, judged by SLOs.
@@ -77,23 +79,4 @@ pub struct Matrix {
     /// Axes: a case-parameter path (`max_concurrency`, `"dataset.input_len"`) or `service`, with its values.
     #[serde(flatten)]
     pub axes: IndexMap<String, Vec<Value>>,
-}
-
-/// SLOs as a table of conditions or as the seed orchestrator's `KEY:VALUE` strings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum SloSpec {
-    /// `p99_ttft = "<= 500ms"`, `success_rate = ">= 99%"`, `goodput_ratio = ">= 0.9"`; bare latency numbers are ms.
-    Table(IndexMap<String, Value>),
-    /// `["p99_ttft:500", "success_rate:95"]` (latency in ms, success rate in percent).
-    List(Vec<String>),
-}
-
-impl SloSpec {
-    pub fn is_empty(&self) -> bool {
-        match self {
-            SloSpec::Table(t) => t.is_empty(),
-            SloSpec::List(l) => l.is_empty(),
-        }
-    }
 }

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::SloSpec;
+use super::slo_spec::SloSpec;
 use super::units::{Dur, Percent, Rate};
 
 /// What the search varies.

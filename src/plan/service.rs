@@ -85,7 +85,7 @@ pub struct Service {
     /// SLOs for this service's cases, written as `[slo]` is: the plan's SLOs with these
     /// added, a key set here replacing the plan's (`p99_ttft = "<= 5s"` for a CPU service).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub slo: Option<super::SloSpec>,
+    pub slo: Option<super::slo_spec::SloSpec>,
 }
 
 impl Service {

@@ -270,5 +270,34 @@ impl ServerMetrics {
     }
 }
 
+// Summing up is the parent's: the scraper knows pages and ticks, not the summary.
+impl Running {
+    /// Stops sampling, takes the page after the case and sums up.
+    pub async fn finish(self) -> ServerMetrics {
+        let _ = self.stop.send(true);
+        let (ticks, mut failed, mut first_error) = self.task.await.unwrap_or((Vec::new(), 0, None));
+        let after = self.source.fetch().await;
+        let mut note = |r: &Result<Vec<Series>, String>| {
+            if let Err(e) = r {
+                failed += 1;
+                first_error.get_or_insert(e.clone());
+            }
+        };
+        note(&self.before);
+        note(&after);
+        let scrapes =
+            ticks.len() as u64 + u64::from(self.before.is_ok()) + u64::from(after.is_ok());
+        ServerMetrics::from_scrapes(
+            &self.source,
+            self.before.ok(),
+            after.ok(),
+            GaugeSamples(ticks),
+            scrapes,
+            failed,
+            first_error,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -9,7 +9,6 @@ use tokio::sync::watch;
 
 use super::parse::{Kind, Series, parse};
 use super::vocab::{GAUGES, gauge};
-use super::{GaugeSamples, ServerMetrics};
 
 /// Where and how often to scrape one service.
 #[derive(Debug, Clone)]
@@ -125,36 +124,8 @@ pub(super) fn tick(t: f64, page: &[Series]) -> Tick {
 
 /// A case being scraped.
 pub struct Running {
-    source: Arc<Source>,
-    before: Result<Vec<Series>, String>,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<(Vec<Tick>, u64, Option<String>)>,
-}
-
-impl Running {
-    /// Stops sampling, takes the page after the case and sums up.
-    pub async fn finish(self) -> ServerMetrics {
-        let _ = self.stop.send(true);
-        let (ticks, mut failed, mut first_error) = self.task.await.unwrap_or((Vec::new(), 0, None));
-        let after = self.source.fetch().await;
-        let mut note = |r: &Result<Vec<Series>, String>| {
-            if let Err(e) = r {
-                failed += 1;
-                first_error.get_or_insert(e.clone());
-            }
-        };
-        note(&self.before);
-        note(&after);
-        let scrapes =
-            ticks.len() as u64 + u64::from(self.before.is_ok()) + u64::from(after.is_ok());
-        ServerMetrics::from_scrapes(
-            &self.source,
-            self.before.ok(),
-            after.ok(),
-            GaugeSamples(ticks),
-            scrapes,
-            failed,
-            first_error,
-        )
-    }
+    pub(super) source: Arc<Source>,
+    pub(super) before: Result<Vec<Series>, String>,
+    pub(super) stop: watch::Sender<bool>,
+    pub(super) task: tokio::task::JoinHandle<(Vec<Tick>, u64, Option<String>)>,
 }

@@ -3,7 +3,7 @@
 //! chunked`, or the close), the chunked decoder that works in place, and a whole
 //! answer parsed from its wire bytes.
 
-use super::H1Error;
+use super::error::H1Error;
 
 /// How the body's end is known, and the chunked decoder's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::{BenchArgs, run_one};
+use super::args::BenchArgs;
+use super::one::run_one;
 use crate::exit::Exit;
 
 /// The parameter a sweep varies and its values, as given.

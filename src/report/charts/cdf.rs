@@ -6,11 +6,12 @@ use crate::results::read::CaseFile;
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 
+use super::chart::{Chart, file_part};
 use super::style::{
     Entry, FONT, Marker, PLOT_WIDTH, SIZE, axis_label, color, draw_slos, err, legend, log_range,
     log_worthy, mesh, near_data, range, slo_lines,
 };
-use super::{CaseView, Chart, file_part};
+use crate::report::view::CaseView;
 
 /// Points of a CDF: (latency ms, percent at or below), 201 quantiles.
 pub fn points(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {

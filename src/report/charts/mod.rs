@@ -5,6 +5,7 @@
 //! ([`search`]). report.md links them; report.html shows them inline.
 
 pub mod cdf;
+mod chart;
 pub mod pareto;
 pub mod search;
 pub mod server;
@@ -13,29 +14,8 @@ mod style;
 use serde_json::{Map, Value};
 
 use super::csv::Row;
-use super::view::{CaseView, ChartView};
-
-/// A drawn chart: what the report says of it, and the SVG text.
-#[derive(Debug, Clone)]
-pub struct Chart {
-    pub view: ChartView,
-    pub svg: String,
-}
-
-impl Chart {
-    fn new(kind: &str, title: String, name: &str, svg: String) -> Chart {
-        Chart {
-            view: ChartView {
-                kind: kind.into(),
-                title,
-                file: format!("charts/{name}.svg"),
-                service: None,
-                case: None,
-            },
-            svg,
-        }
-    }
-}
+use super::view::CaseView;
+pub use chart::Chart;
 
 /// Every chart a run's results support: the curve only with two or more measured
 /// cases of a service, distributions and server series only for cases that have them.
@@ -50,17 +30,4 @@ pub fn draw(cases: &[CaseView], rows: &[Row]) -> Vec<Chart> {
     out.extend(cdf::draw(cases, &result));
     out.extend(server::draw(cases, &result));
     out
-}
-
-/// A name safe in a file name (case ids and service names are already plain).
-fn file_part(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }

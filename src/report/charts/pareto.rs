@@ -6,11 +6,12 @@ use crate::results::read::CaseFile;
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 
+use super::chart::Chart;
 use super::style::{
     Entry, FONT, Marker, PLOT_WIDTH, SIZE, axis_label, color, draw_slos, err, legend, log_range,
     log_worthy, mesh, near_data, range, slo_lines,
 };
-use super::{CaseView, Chart};
+use crate::report::view::CaseView;
 
 /// One line: a service (and workload), its points in swept order.
 struct Line {

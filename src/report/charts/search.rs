@@ -3,8 +3,8 @@
 
 use plotters::prelude::*;
 
+use super::chart::{Chart, file_part};
 use super::style::{FAIL, FONT, PASS, SIZE, err, range};
-use super::{Chart, file_part};
 
 /// One probe of a search, as the chart draws it (the report layer does not read the
 /// optimizer's own types).

@@ -6,8 +6,9 @@ use crate::results::read::CaseFile;
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 
+use super::chart::{Chart, file_part};
 use super::style::{FONT, SIZE, color, err, range};
-use super::{CaseView, Chart, file_part};
+use crate::report::view::CaseView;
 
 type Series = Vec<(f64, f64)>;
 

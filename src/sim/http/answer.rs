@@ -11,7 +11,7 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::input::{prompt_tokens, read_form, read_json};
-use super::{Resp, State, error, failure, header, injected, json_response, now_unix};
+use super::reply::{Resp, State, error, failure, header, injected, json_response, now_unix};
 use crate::plan::backend::{BackendSpec, BodyForm, SimHandler};
 use crate::sim::body::{Api, SimBody, SseStream, output_token, usage_json};
 use crate::sim::engine::{Command, Event, Finish, Job};

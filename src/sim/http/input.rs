@@ -5,7 +5,7 @@ use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
 use serde_json::{Value, json};
 
-use super::{AUDIO_TOKENS_PER_SECOND, IMAGE_TOKENS, Resp, error, header};
+use super::reply::{AUDIO_TOKENS_PER_SECOND, IMAGE_TOKENS, Resp, error, header};
 use crate::tokenizer::TokenModel;
 
 pub(super) async fn read_json(req: Request<Incoming>) -> Result<Value, Resp> {

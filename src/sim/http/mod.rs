@@ -1,109 +1,26 @@
 //! The simulator's HTTP API: OpenAI/vLLM request and response shapes, faults, and
 //! admission control in front of the engine.
 
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::body::{OutputTable, SimBody};
-use super::config::SimConfig;
+use super::body::SimBody;
 use super::engine::Command;
-use super::metrics::Stats;
-use super::timings::Timings;
 use crate::plan::backend::Backend;
-use crate::plan::sim::FailureType;
-use crate::rng::Rng;
 use crate::tokenizer::TokenModel;
 
 mod answer;
 mod input;
+mod reply;
 use answer::inference;
 use input::{prompt_tokens, read_json};
-
-/// Tokens an image part of a chat message counts for.
-pub const IMAGE_TOKENS: usize = 64;
-
-/// Prompt tokens a second of uploaded audio counts for (Whisper's encoder: 1,500
-/// frames for a 30 s window).
-pub const AUDIO_TOKENS_PER_SECOND: f64 = 50.0;
-
-/// Shared by every connection.
-pub struct State {
-    pub config: SimConfig,
-    pub stats: Arc<Stats>,
-    pub engine: std::sync::mpsc::Sender<Command>,
-    pub started: Instant,
-    pub rng: Mutex<Rng>,
-    pub next_request: AtomicU64,
-    pub tokens: TokenModel,
-    pub outputs: OutputTable,
-    /// Actual send times of streamed chunks, when recording (see `timings`).
-    pub timings: Option<Arc<Timings>>,
-}
-
-type Resp = Response<SimBody>;
-
-fn json_response(status: StatusCode, v: &Value) -> Resp {
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(SimBody::full(
-            serde_json::to_vec(v).expect("JSON serialises"),
-        ))
-        .expect("valid response")
-}
-
-/// OpenAI's error body.
-pub fn error(status: StatusCode, kind: &str, message: &str) -> Resp {
-    json_response(
-        status,
-        &json!({"error": {"message": message, "type": kind, "param": null, "code": status.as_u16()}}),
-    )
-}
-
-fn injected(status: u16) -> Resp {
-    let s = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let (kind, msg) = match status {
-        400 => ("BadRequestError", "injected error: bad request"),
-        401 => ("AuthenticationError", "injected error: invalid API key"),
-        404 => ("NotFoundError", "injected error: not found"),
-        429 => ("RateLimitError", "injected error: rate limit reached"),
-        503 => (
-            "ServiceUnavailableError",
-            "injected error: service unavailable",
-        ),
-        _ => (
-            "InternalServerError",
-            "injected error: internal server error",
-        ),
-    };
-    error(s, kind, msg)
-}
-
-fn failure(t: FailureType, max_model_len: u64) -> Resp {
-    match t {
-        FailureType::RateLimit => injected(429),
-        FailureType::ServerError => injected(500),
-        FailureType::Unavailable => injected(503),
-        FailureType::InvalidApiKey => injected(401),
-        FailureType::ContextLength => error(
-            StatusCode::BAD_REQUEST,
-            "BadRequestError",
-            &format!("This model's maximum context length is {max_model_len} tokens. (injected)"),
-        ),
-    }
-}
-
-fn now_unix() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+pub use reply::{AUDIO_TOKENS_PER_SECOND, IMAGE_TOKENS, State, error};
+use reply::{Resp, json_response, now_unix};
 
 /// Routes one request.
 pub async fn handle(
@@ -201,8 +118,4 @@ fn detokenize(tok: &TokenModel, body: &Value) -> Resp {
         .map(|n| n as u32)
         .collect();
     json_response(StatusCode::OK, &json!({"prompt": tok.decode(&ids)}))
-}
-
-fn header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
-    req.headers().get(name).and_then(|v| v.to_str().ok())
 }

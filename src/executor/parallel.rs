@@ -15,6 +15,7 @@ use crate::results::manifest::{CaseEntry, Manifest};
 use crate::results::read::CaseFile;
 use crate::service::fleet::{Readiness, Services};
 use crate::service::target::Resolved;
+use crate::slo::Measured;
 
 /// `1h02m`, `3m20s`, `12s`.
 fn hms(secs: f64) -> String {
@@ -92,7 +93,7 @@ fn done_line(o: &CaseOutcome, took: f64, eta: Option<f64>) -> String {
             // A repeated case's counts are means per run: shown whole.
             let r = CaseFile::new(r);
             let n = |x: Option<f64>| x.map_or(0, |n| n.round() as u64);
-            format!("{} ok, {} failed", n(r.number("completed")), n(r.failed()))
+            format!("{} ok, {} failed", n(r.completed()), n(r.failed()))
         }
         (None, s) => s.as_str().to_string(),
     };

@@ -43,5 +43,5 @@ pub fn finished_cases(dir: &Path, plan_hash: &str, ids: &[&str]) -> Result<Finis
 /// out) and above the success-rate and output-ratio floors.
 fn complete(r: &Map<String, Value>) -> bool {
     let r = CaseFile::new(r);
-    !r.flag("interrupted") && !r.flag("timed_out") && !r.floor_failed()
+    !r.interrupted() && !r.timed_out() && !r.floor_failed()
 }

@@ -366,7 +366,7 @@ pub async fn execute(
         Ok(Value::Object(m)) => m,
         _ => return Err("vllm bench serve's result is not a JSON object".into()),
     };
-    let summary = crate::results::vllm_json::summary_of_result(&raw, params);
+    let summary = crate::results::read::CaseFile::new(&raw).summary(params);
     let run = CaseRun {
         records: Vec::new(),
         started,

@@ -26,7 +26,7 @@ use crate::plan::{CaseParams, Service};
 use crate::planner::{Case, Planned};
 use crate::results::vllm_json::Header;
 use crate::service::target::{Resolved, resolve};
-use crate::slo::{Op, Slo, SloMetric};
+use crate::slo::{Measured, Op, Slo, SloMetric};
 use crate::timefmt;
 
 /// Which variable a stage varies, and how.
@@ -403,9 +403,7 @@ fn metrics_at(results: &Map<String, Value>, outcome: &Outcome) -> Value {
         if let Some(rate) = file.success_rate() {
             m.insert("success_rate".into(), json!(rate));
         }
-        if file
-            .number("request_throughput")
-            .is_some_and(|all| all > 0.0)
+        if file.request_throughput().is_some_and(|all| all > 0.0)
             && let Some(ratio) = file.goodput_ratio()
         {
             m.insert("goodput_ratio".into(), json!(ratio));

@@ -4,6 +4,8 @@
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
+use crate::results::read::CaseFile;
+
 /// One case's row: its id, service, status and result JSON (none when it failed).
 #[derive(Debug, Clone)]
 pub struct Row {
@@ -20,24 +22,10 @@ pub fn summary_csv(rows: &[Row]) -> Result<String, String> {
         .map(|Row { result: r, .. }| {
             let mut m = IndexMap::new();
             if let Some(r) = r {
-                for (k, v) in r {
+                for (k, v) in CaseFile::new(r).columns() {
                     if let Some(cell) = cell(v) {
-                        m.insert(k.clone(), cell);
-                    }
-                }
-                if let Some(Value::Object(b)) = r.get("benchplan") {
-                    for (k, v) in b {
-                        if let Some(cell) = cell(v) {
-                            m.insert(k.clone(), cell);
-                        }
-                    }
-                    if let Some(Value::Object(e)) = b.get("errors_by_kind") {
-                        for (k, v) in e {
-                            m.insert(
-                                crate::escape::csv_cell(&format!("errors_{k}")),
-                                v.to_string(),
-                            );
-                        }
+                        // An error kind is the server's word: escaped as a cell is.
+                        m.insert(crate::escape::csv_cell(&k), cell);
                     }
                 }
             }

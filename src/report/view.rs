@@ -6,8 +6,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::metrics::summary::Summary;
+use crate::plan::params::Metric;
 use crate::results::read::CaseFile;
-use crate::slo::{Slo, Verdict};
+use crate::slo::{Measured, Slo, Stat, Verdict};
+
+/// The tail the report's columns show.
+const P99: Stat = Stat::Percentile(99.0);
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ServiceView {
@@ -101,29 +105,32 @@ pub struct TurnView {
 fn conversations_view(r: &Map<String, Value>) -> Option<ConversationsView> {
     let f = CaseFile::new(r);
     let turns = f.per_turn_metrics()?;
-    let n = |f: &CaseFile, k: &str| f.count(k).unwrap_or(0);
+    let c = f.conversations()?;
     Some(ConversationsView {
-        total: n(&f, "num_conversations"),
-        completed: n(&f, "conversations_completed"),
-        failed: n(&f, "conversations_failed"),
-        incomplete: n(&f, "conversations_incomplete"),
-        turns_successful: n(&f, "turns_successful"),
-        avg_turns: f.number("avg_turns_completed"),
-        avg_duration_ms: f.number("avg_conversation_duration_ms"),
+        total: c.total,
+        completed: c.completed,
+        failed: c.failed,
+        incomplete: c.incomplete,
+        turns_successful: c.turns_successful,
+        avg_turns: c.avg_turns,
+        avg_duration_ms: c.avg_duration_ms,
         turns: turns
             .iter()
-            .map(|t| TurnView {
-                turn: n(t, "turn_index") + 1,
-                completed: n(t, "completed"),
-                failed: n(t, "failed"),
-                input_tokens_mean: t.number("mean_input_tokens"),
-                cached_tokens_mean: t.number("mean_cached_tokens"),
-                ttft_mean: t.latency_ms("mean", "ttft"),
-                ttft_p99: t.latency_ms("p99", "ttft"),
-                tpot_mean: t.latency_ms("mean", "tpot"),
-                itl_p99: t.latency_ms("p99", "itl"),
-                e2el_mean: t.latency_ms("mean", "e2el"),
-                e2el_p99: t.latency_ms("p99", "e2el"),
+            .map(|t| {
+                let turn = t.turn();
+                TurnView {
+                    turn: turn.index + 1,
+                    completed: turn.completed,
+                    failed: turn.failed,
+                    input_tokens_mean: turn.mean_input_tokens,
+                    cached_tokens_mean: turn.mean_cached_tokens,
+                    ttft_mean: t.latency(Stat::Mean, Metric::Ttft),
+                    ttft_p99: t.latency(P99, Metric::Ttft),
+                    tpot_mean: t.latency(Stat::Mean, Metric::Tpot),
+                    itl_p99: t.latency(P99, Metric::Itl),
+                    e2el_mean: t.latency(Stat::Mean, Metric::E2el),
+                    e2el_p99: t.latency(P99, Metric::E2el),
+                }
             })
             .collect(),
     })
@@ -311,17 +318,17 @@ pub fn case_view(
     v.rate = f.request_rate_text().unwrap_or_else(|| "-".into());
     // Counts of repeated cases are means per run, which need not be whole.
     let count = |x: Option<f64>| x.map_or(0, |n| n.round() as u64);
-    v.prompts = count(f.number("num_prompts"));
-    v.completed = count(f.number("completed"));
+    v.prompts = count(f.num_prompts());
+    v.completed = count(f.completed());
     v.failed = count(f.failed());
-    v.req_s = f.number("request_throughput");
-    v.out_tok_s = f.number("output_throughput");
-    v.ttft_mean = f.latency_ms("mean", "ttft");
-    v.ttft_p99 = f.latency_ms("p99", "ttft");
-    v.tpot_mean = f.latency_ms("mean", "tpot");
-    v.tpot_p99 = f.latency_ms("p99", "tpot");
-    v.itl_p99 = f.latency_ms("p99", "itl");
-    v.e2el_p99 = f.latency_ms("p99", "e2el");
+    v.req_s = f.request_throughput();
+    v.out_tok_s = f.output_throughput();
+    v.ttft_mean = f.latency(Stat::Mean, Metric::Ttft);
+    v.ttft_p99 = f.latency(P99, Metric::Ttft);
+    v.tpot_mean = f.latency(Stat::Mean, Metric::Tpot);
+    v.tpot_p99 = f.latency(P99, Metric::Tpot);
+    v.itl_p99 = f.latency(P99, Metric::Itl);
+    v.e2el_p99 = f.latency(P99, Metric::E2el);
     let total = v.completed + v.failed;
     v.success_pct = f
         .recorded_success_rate()

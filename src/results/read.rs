@@ -8,6 +8,8 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::metrics::hist;
+use crate::metrics::summary::{LatencyStats, Summary};
+use crate::plan::CaseParams;
 use crate::plan::params::Metric;
 use crate::slo::{Measured, Stat, Verdict};
 
@@ -109,6 +111,41 @@ pub fn check(m: &Map<String, Value>) -> Result<Vec<String>, String> {
     Ok(warnings)
 }
 
+/// A multi-turn case's conversations ([`CaseFile::conversations`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Conversations {
+    pub total: u64,
+    pub completed: u64,
+    /// Ended by a failed turn.
+    pub failed: u64,
+    /// Stopped early or never started.
+    pub incomplete: u64,
+    pub turns_successful: u64,
+    pub avg_turns: Option<f64>,
+    pub avg_duration_ms: Option<f64>,
+}
+
+/// One turn index across a case's conversations ([`CaseFile::turn`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Turn {
+    /// 0 for the first turn.
+    pub index: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub mean_input_tokens: Option<f64>,
+    pub mean_cached_tokens: Option<f64>,
+}
+
+/// The server's gauges over a case ([`CaseFile::server_series`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerSeries {
+    /// When each scrape was, in seconds from the first measured request.
+    pub t: Vec<f64>,
+    pub running: Vec<(f64, f64)>,
+    pub waiting: Vec<(f64, f64)>,
+    pub kv_cache_usage_pct: Vec<(f64, f64)>,
+}
+
 /// A result file's JSON, read through typed accessors (borrowed: nothing is copied).
 #[derive(Debug, Clone, Copy)]
 pub struct CaseFile<'a>(&'a Map<String, Value>);
@@ -127,8 +164,9 @@ impl<'a> CaseFile<'a> {
         self.block()?.get(key)
     }
 
-    /// A top-level number in vLLM's wording (`p99_ttft_ms`, `request_throughput`, …).
-    pub fn number(&self, key: &str) -> Option<f64> {
+    /// A top-level number in vLLM's wording (`p99_ttft_ms`, `request_throughput`, …):
+    /// the results room's own; other rooms read the typed accessors.
+    pub(in crate::results) fn number(&self, key: &str) -> Option<f64> {
         self.0.get(key)?.as_f64()
     }
 
@@ -145,13 +183,13 @@ impl<'a> CaseFile<'a> {
     }
 
     /// A top-level count (`num_conversations`, `turns_successful`, …), when it is whole.
-    pub fn count(&self, key: &str) -> Option<u64> {
+    fn count(&self, key: &str) -> Option<u64> {
         self.0.get(key)?.as_u64()
     }
 
     /// A statistic of a latency in milliseconds: `stat` is `mean`, `median`, `std` or
     /// `pN`; `metric` is `ttft`, `tpot`, `itl` or `e2el`.
-    pub fn latency_ms(&self, stat: &str, metric: &str) -> Option<f64> {
+    pub(in crate::results) fn latency_ms(&self, stat: &str, metric: &str) -> Option<f64> {
         self.number(&format!("{stat}_{metric}_ms"))
     }
 
@@ -218,8 +256,66 @@ impl<'a> CaseFile<'a> {
     }
 
     /// A flag of benchplan's block (`interrupted`, `timed_out`), false when absent.
-    pub fn flag(&self, key: &str) -> bool {
+    fn flag(&self, key: &str) -> bool {
         self.in_block(key) == Some(&Value::Bool(true))
+    }
+
+    /// Whether a signal cut the case short (a partial result).
+    pub fn interrupted(&self) -> bool {
+        self.flag("interrupted")
+    }
+
+    /// Whether the case hit `execution.timeout` (a partial result).
+    pub fn timed_out(&self) -> bool {
+        self.flag("timed_out")
+    }
+
+    /// Every value of the result as summary.csv's flat columns, in the file's order:
+    /// the top-level keys, then benchplan's block (a key of both is the block's), then
+    /// the errors by kind as `errors_KIND`. Values that are not one cell (lists,
+    /// objects) are the caller's to skip.
+    pub fn columns(&self) -> Vec<(String, &'a Value)> {
+        let mut out: Vec<(String, &'a Value)> =
+            self.0.iter().map(|(k, v)| (k.clone(), v)).collect();
+        if let Some(b) = self.block() {
+            out.extend(b.iter().map(|(k, v)| (k.clone(), v)));
+            if let Some(Value::Object(e)) = b.get("errors_by_kind") {
+                out.extend(e.iter().map(|(k, v)| (format!("errors_{k}"), v)));
+            }
+        }
+        out
+    }
+
+    /// The prompts the case asked for (a mean per run for a repeated case).
+    pub fn num_prompts(&self) -> Option<f64> {
+        self.number("num_prompts")
+    }
+
+    /// A multi-turn case's conversations, as its result counts them.
+    pub fn conversations(&self) -> Option<Conversations> {
+        let n = |k: &str| self.count(k).unwrap_or(0);
+        self.0.get("num_conversations")?;
+        Some(Conversations {
+            total: n("num_conversations"),
+            completed: n("conversations_completed"),
+            failed: n("conversations_failed"),
+            incomplete: n("conversations_incomplete"),
+            turns_successful: n("turns_successful"),
+            avg_turns: self.number("avg_turns_completed"),
+            avg_duration_ms: self.number("avg_conversation_duration_ms"),
+        })
+    }
+
+    /// One turn index's metrics (an entry of [`CaseFile::per_turn_metrics`]): its
+    /// index from 0, completed and failed requests, mean input and cached tokens.
+    pub fn turn(&self) -> Turn {
+        Turn {
+            index: self.count("turn_index").unwrap_or(0),
+            completed: self.count("completed").unwrap_or(0),
+            failed: self.count("failed").unwrap_or(0),
+            mean_input_tokens: self.number("mean_input_tokens"),
+            mean_cached_tokens: self.number("mean_cached_tokens"),
+        }
     }
 
     pub fn streams_without_done(&self) -> u64 {
@@ -231,6 +327,37 @@ impl<'a> CaseFile<'a> {
     /// What the server's `/metrics` said during the case (its series over time).
     pub fn server_metrics(&self) -> Option<&'a Value> {
         self.in_block("server_metrics")
+    }
+
+    /// The server's gauges sampled during the case (`benchplan.server_metrics.series`):
+    /// each scrape's time in seconds from the first measured request, and per gauge the
+    /// (time, value) points it has (a scrape that lacked it is left out).
+    pub fn server_series(&self) -> Option<ServerSeries> {
+        let series = self.server_metrics()?.get("series")?;
+        let t: Vec<f64> = series
+            .get("t")?
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_f64)
+            .collect();
+        let gauge = |name: &str| -> Vec<(f64, f64)> {
+            series
+                .get(name)
+                .and_then(Value::as_array)
+                .map(|vals| {
+                    t.iter()
+                        .zip(vals)
+                        .filter_map(|(t, v)| v.as_f64().map(|v| (*t, v)))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Some(ServerSeries {
+            running: gauge("running"),
+            waiting: gauge("waiting"),
+            kv_cache_usage_pct: gauge("kv_cache_usage_pct"),
+            t,
+        })
     }
 
     /// The server's prefix-cache hit rate in percent, when `/metrics` was scraped.
@@ -346,6 +473,103 @@ impl<'a> CaseFile<'a> {
                 .map(CaseFile)
                 .collect(),
         )
+    }
+}
+
+impl CaseFile<'_> {
+    /// A summary read back from a result JSON (another client's, such as `vllm bench
+    /// serve`'s), with what SLO verdicts, reports and searches read: counts, token totals,
+    /// throughputs, duration and every latency block it holds (`mean_/median_/std_/pNN_`).
+    pub fn summary(&self, p: &CaseParams) -> Summary {
+        let r = self.0;
+        use crate::plan::Metric;
+        let num = |k: &str| r.get(k).and_then(Value::as_f64);
+        let int = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let mut s = Summary {
+            pooling: p.backend().is_pooling(),
+            has_tokenizer: r.get("tokenizer_id").is_some_and(|t| !t.is_null()),
+            duration: num("duration").unwrap_or(0.0),
+            completed: int("completed"),
+            failed: int("failed"),
+            total_input_tokens: int("total_input_tokens"),
+            total_output_tokens: int("total_output_tokens"),
+            request_throughput: num("request_throughput").unwrap_or(0.0),
+            request_goodput: num("request_goodput"),
+            output_throughput: num("output_throughput").unwrap_or(0.0),
+            total_token_throughput: num("total_token_throughput").unwrap_or(0.0),
+            max_output_tokens_per_s: num("max_output_tokens_per_s").unwrap_or(0.0),
+            max_concurrent_requests: int("max_concurrent_requests"),
+            rtfx: num("rtfx").unwrap_or(0.0),
+            ..Summary::default()
+        };
+        for m in [
+            Metric::Ttft,
+            Metric::Tpot,
+            Metric::Itl,
+            Metric::E2el,
+            Metric::ClientQueueTime,
+            Metric::E2elIncludingClientQueue,
+        ] {
+            let n = m.name();
+            let Some(mean) = num(&format!("mean_{n}_ms")) else {
+                continue;
+            };
+            let suffix = format!("_{n}_ms");
+            let mut percentiles: Vec<(f64, f64)> = r
+                .iter()
+                .filter_map(|(k, v)| {
+                    let q: f64 = k.strip_prefix('p')?.strip_suffix(&suffix)?.parse().ok()?;
+                    Some((q, v.as_f64()?))
+                })
+                .collect();
+            percentiles.sort_by(|a, b| a.0.total_cmp(&b.0));
+            s.stats.push(LatencyStats {
+                metric: m,
+                mean,
+                median: num(&format!("median_{n}_ms")).unwrap_or(mean),
+                std: num(&format!("std_{n}_ms")).unwrap_or(0.0),
+                percentiles,
+            });
+        }
+        let list = |k: &str| r.get(k).and_then(Value::as_array);
+        if let Some(e) = list("errors") {
+            s.errors = e
+                .iter()
+                .map(|x| x.as_str().unwrap_or_default().to_string())
+                .collect();
+            for msg in s.errors.iter().filter(|m| !m.is_empty()) {
+                *s.errors_by_kind.entry("vllm_error".into()).or_default() += 1;
+                s.first_errors
+                    .entry("vllm_error".into())
+                    .or_insert_with(|| msg.chars().take(500).collect());
+            }
+        }
+        let floats = |k: &str| -> Vec<f64> {
+            list(k)
+                .map(|v| v.iter().filter_map(Value::as_f64).collect())
+                .unwrap_or_default()
+        };
+        s.ttfts = floats("ttfts");
+        s.latencies = floats("latencies");
+        s.start_times = floats("start_times");
+        s.input_lens = list("input_lens")
+            .map(|v| v.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default();
+        s.output_lens = list("output_lens")
+            .map(|v| v.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default();
+        s.itls = list("itls")
+            .map(|v| {
+                v.iter()
+                    .map(|x| {
+                        x.as_array()
+                            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+                            .unwrap_or_default()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        s
     }
 }
 

@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 
 use crate::results::manifest::Manifest;
 use crate::results::read::CaseFile;
+use crate::slo::Measured;
 
 /// The history format's version.
 pub const VERSION: u32 = 1;
@@ -88,7 +89,7 @@ pub fn entry(
     metrics: &[String],
 ) -> Entry {
     let f = CaseFile::new(result);
-    let n = f.number("completed").unwrap_or(0.0).round() as u64;
+    let n = f.completed().unwrap_or(0.0).round() as u64;
     // The load point always, beside the matrix values the manifest lists.
     let mut params = params;
     for k in ["max_concurrency", "request_rate", "num_prompts"] {

@@ -577,3 +577,75 @@ fn the_history_reads_no_report_type() {
     let bad = violations("trend/", &["report"], &[]);
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+/// Whether a string is a key of a case's result file: vLLM's counts, throughputs and
+/// latency statistics, and benchplan's block.
+fn is_result_key(k: &str) -> bool {
+    const KEYS: [&str; 11] = [
+        "completed",
+        "failed",
+        "duration",
+        "num_prompts",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "request_goodput",
+        "total_input_tokens",
+        "total_output_tokens",
+        "benchplan",
+    ];
+    if KEYS.contains(&k) {
+        return true;
+    }
+    let Some(rest) = k.strip_suffix("_ms") else {
+        return false;
+    };
+    let stat = rest.split('_').next().unwrap_or("");
+    ["mean", "median", "std"].contains(&stat)
+        || stat
+            .strip_prefix('p')
+            .is_some_and(|n| n.parse::<f64>().is_ok())
+}
+
+#[test]
+fn a_result_is_read_through_its_reader_only() {
+    // Every room but the results' own reads a result file through `CaseFile` (its key
+    // readers are private to `results/`); this catches a key read off a raw map.
+    let src = repo().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut bad = Vec::new();
+    for f in files {
+        let rel = f
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if rel.starts_with("results/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text
+            .lines()
+            .take_while(|l| l.trim() != "#[cfg(test)]")
+            .enumerate()
+        {
+            let code = line.split("//").next().unwrap_or("");
+            for open in ["[\"", ".get(\""] {
+                let mut from = 0;
+                while let Some(at) = code[from..].find(open) {
+                    let start = from + at + open.len();
+                    let end = code[start..].find('"').map_or(code.len(), |e| start + e);
+                    if is_result_key(&code[start..end]) {
+                        bad.push(format!("src/{rel}:{}: {}", i + 1, line.trim()));
+                    }
+                    from = end;
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "read results through results::read::CaseFile: {bad:#?}"
+    );
+}

@@ -198,7 +198,7 @@ pub fn run(args: &BenchArgs) -> Exit {
 type Point = (String, Option<Map<String, Value>>, Option<PathBuf>);
 
 fn cell(r: Option<&Map<String, Value>>, key: &str) -> Option<f64> {
-    crate::results::read::CaseFile::new(r?).number(key)
+    crate::results::read::CaseFile::new(r?).metric(key)
 }
 
 fn fmt(v: Option<f64>) -> String {

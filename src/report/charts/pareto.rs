@@ -11,7 +11,9 @@ use super::style::{
     Entry, FONT, Marker, PLOT_WIDTH, SIZE, axis_label, color, draw_slos, err, legend, log_range,
     log_worthy, mesh, near_data, range, slo_lines,
 };
+use crate::plan::params::Metric;
 use crate::report::view::CaseView;
+use crate::slo::{Measured, Stat};
 
 /// One line: a service (and workload), its points in swept order.
 struct Line {
@@ -37,7 +39,7 @@ fn swept(c: &CaseView) -> (f64, String) {
 fn lines<'a>(
     cases: &[CaseView],
     result: &dyn Fn(&str) -> Option<&'a Map<String, Value>>,
-    metric: &str,
+    metric: Metric,
 ) -> Vec<Line> {
     let mut groups: Vec<(String, Vec<(f64, &CaseView)>)> = Vec::new();
     for c in cases
@@ -63,11 +65,11 @@ fn lines<'a>(
                 .iter()
                 .map(|(_, c)| {
                     let r = result(&c.id).map(CaseFile::new);
-                    let get = |stat: &str| r.and_then(|r| r.latency_ms(stat, metric));
+                    let get = |stat: Stat| r.and_then(|r| r.latency(stat, metric));
                     (
                         c.out_tok_s.unwrap_or(0.0),
-                        get("median"),
-                        get("p99"),
+                        get(Stat::Median),
+                        get(Stat::Percentile(99.0)),
                         swept(c).1,
                     )
                 })
@@ -83,11 +85,12 @@ pub fn draw<'a>(
     result: &dyn Fn(&str) -> Option<&'a Map<String, Value>>,
 ) -> Vec<Chart> {
     let mut out = Vec::new();
-    for (metric, label) in [("ttft", "TTFT"), ("tpot", "TPOT")] {
-        let ls = lines(cases, result, metric);
+    for (m, label) in [(Metric::Ttft, "TTFT"), (Metric::Tpot, "TPOT")] {
+        let ls = lines(cases, result, m);
         if !ls.iter().any(|l| l.points.len() >= 2) {
             continue;
         }
+        let metric = m.name();
         let slos = slo_lines(cases.iter().flat_map(|c| &c.verdicts), metric);
         match svg(&ls, label, &slos) {
             Ok(svg) => out.push(Chart::new(

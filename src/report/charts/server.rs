@@ -12,39 +12,21 @@ use crate::report::view::CaseView;
 
 type Series = Vec<(f64, f64)>;
 
-fn series(sm: &Value, t: &[f64], name: &str) -> Series {
-    sm["series"][name]
-        .as_array()
-        .map(|vals| {
-            t.iter()
-                .zip(vals)
-                .filter_map(|(t, v)| v.as_f64().map(|v| (*t, v)))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 pub fn draw<'a>(
     cases: &[CaseView],
     result: &dyn Fn(&str) -> Option<&'a Map<String, Value>>,
 ) -> Vec<Chart> {
     let mut out = Vec::new();
     for c in cases {
-        let Some(sm) = result(&c.id).and_then(|r| CaseFile::new(r).server_metrics()) else {
+        let Some(sm) = result(&c.id).and_then(|r| CaseFile::new(r).server_series()) else {
             continue;
         };
-        let t: Vec<f64> = sm["series"]["t"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_f64).collect())
-            .unwrap_or_default();
+        let t = sm.t;
         if t.len() < 2 {
             continue;
         }
-        let counts = [
-            ("running", series(sm, &t, "running")),
-            ("waiting", series(sm, &t, "waiting")),
-        ];
-        let kv = series(sm, &t, "kv_cache_usage_pct");
+        let counts = [("running", sm.running), ("waiting", sm.waiting)];
+        let kv = sm.kv_cache_usage_pct;
         if counts.iter().all(|(_, s)| s.is_empty()) && kv.is_empty() {
             continue;
         }

@@ -60,20 +60,21 @@ impl Exit {
         self == Exit::Ok
     }
 
+    /// Every verdict, in the order of the README's table.
+    pub const ALL: [Exit; 8] = [
+        Exit::Ok,
+        Exit::Runtime,
+        Exit::BadPlan,
+        Exit::SloViolated,
+        Exit::Regression,
+        Exit::Interrupted,
+        Exit::Terminated,
+        Exit::HungUp,
+    ];
+
     /// The verdict a recorded exit code stands for (a manifest's `verdict.exit`).
     pub fn from_code(code: i64) -> Option<Exit> {
-        [
-            Exit::Ok,
-            Exit::Runtime,
-            Exit::BadPlan,
-            Exit::SloViolated,
-            Exit::Regression,
-            Exit::Interrupted,
-            Exit::Terminated,
-            Exit::HungUp,
-        ]
-        .into_iter()
-        .find(|e| i64::from(e.code()) == code)
+        Exit::ALL.into_iter().find(|e| i64::from(e.code()) == code)
     }
 }
 
@@ -83,17 +84,12 @@ mod tests {
 
     #[test]
     fn codes_are_stable_and_precedence_is_documented() {
-        let all = [
-            Exit::Ok,
-            Exit::Runtime,
-            Exit::BadPlan,
-            Exit::SloViolated,
-            Exit::Regression,
-            Exit::Interrupted,
-            Exit::Terminated,
-            Exit::HungUp,
-        ];
-        assert_eq!(all.map(Exit::code), [0, 1, 2, 3, 4, 130, 143, 129]);
+        assert_eq!(Exit::ALL.map(Exit::code), [0, 1, 2, 3, 4, 130, 143, 129]);
+        assert!(
+            Exit::ALL
+                .iter()
+                .all(|e| Exit::from_code(e.code().into()) == Some(*e))
+        );
         assert_eq!(Exit::Terminated.worst(Exit::Runtime), Exit::Terminated);
         assert_eq!(Exit::Terminated.worst(Exit::Interrupted), Exit::Terminated);
         assert_eq!(Exit::Regression.worst(Exit::SloViolated), Exit::SloViolated);

@@ -99,7 +99,7 @@ impl RequestInput {
     /// A small request any server of `backend` answers (a smoke test, a probe): "Say
     /// hello.", or for an audio backend a quiet one-second clip.
     pub fn hello(backend: Backend, output_len: u64) -> RequestInput {
-        let prompt = if backend == Backend::OpenaiAudio {
+        let prompt = if backend.spec().sends_audio() {
             let mut rng = crate::rng::Rng::new(1);
             Prompt::Audio(std::sync::Arc::new(AudioClip::synthetic(
                 1.0,
@@ -299,7 +299,7 @@ pub fn build_body(
     if let Some(extra) = &params.extra_body {
         merge_extra(&mut body, extra);
     }
-    if backend == Backend::OpenaiAudio {
+    if backend.spec().body == crate::plan::backend::BodyForm::Multipart {
         return audio_form(&body, &input.prompt);
     }
     serde_json::to_vec(&Value::Object(body)).expect("a JSON map serialises")

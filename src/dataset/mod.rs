@@ -35,7 +35,7 @@ pub fn build(
             seed,
             tokens,
             dir,
-            params.backend() == crate::plan::Backend::OpenaiChat,
+            params.backend().spec().chat_messages,
         ),
         Dataset::Burstgpt(d) => files::burstgpt(d, n, seed, tokens, dir),
         Dataset::RandomAudio(d) => audio::random_audio(d, n, seed, tokens),

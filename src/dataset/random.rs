@@ -148,7 +148,7 @@ pub fn random(
         prompts.push(text_of_length(tokens, ids, target, &allowed, &mut rng));
     }
     let batch = d.batch_size.max(1) as usize;
-    let embeddings = backend == Backend::OpenaiEmbeddings && batch > 1;
+    let embeddings = backend.spec().batched_inputs && batch > 1;
     let mut out = Vec::with_capacity(n);
     let mut it = prompts.into_iter();
     for out_len in out_lens {

@@ -292,14 +292,7 @@ mod tests {
         assert!(!higher_is_better("p99_itl_ms") && !higher_is_better("unknown"));
         // Every default compared key has a compared row, and every latency metric a row.
         assert!(DEFAULT_COMPARED.iter().all(|k| is_compared(k)));
-        for m in [
-            Metric::Ttft,
-            Metric::Tpot,
-            Metric::Itl,
-            Metric::E2el,
-            Metric::ClientQueueTime,
-            Metric::E2elIncludingClientQueue,
-        ] {
+        for m in Metric::ALL {
             assert_eq!(latency_def(m).key, m.name());
         }
     }

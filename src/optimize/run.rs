@@ -215,16 +215,7 @@ async fn evaluate(
         let s = &res.summary;
         if ctl.interrupted() {
             // A probe a signal cut short is kept, marked, and judges nothing.
-            let header = Header {
-                date: timefmt::stamp_dash(SystemTime::now()),
-                label: Some(case.id.clone()),
-                model_id: r.model_root.clone(),
-                tokenizer_id: Some(r.tokenizer_id.clone()),
-            };
-            let mut extras = res.extras(&p, &prepared);
-            extras.insert("case_id".into(), json!(case.id));
-            extras.insert("phase".into(), json!(req.phase));
-            let result = res.result_json(&header, &p, false, extras);
+            let result = probe_result(at, &res, &p, &prepared, req, None);
             let partial = file.replace(".json", ".interrupted.json");
             if write_atomic(&dir.join(&partial), &json_bytes(&Value::Object(result))).is_ok() {
                 eprintln!(
@@ -280,17 +271,7 @@ async fn evaluate(
                 m.min(-f64::EPSILON)
             });
         }
-        let header = Header {
-            date: timefmt::stamp_dash(SystemTime::now()),
-            label: Some(case.id.clone()),
-            model_id: r.model_root.clone(),
-            tokenizer_id: Some(r.tokenizer_id.clone()),
-        };
-        let mut extras = res.extras(&p, &prepared);
-        extras.insert("case_id".into(), json!(case.id));
-        extras.insert("phase".into(), json!(req.phase));
-        extras.insert("violations".into(), json!(violations));
-        let result = res.result_json(&header, &p, false, extras);
+        let result = probe_result(at, &res, &p, &prepared, req, Some(&violations));
         if let Err(e) = write_atomic(
             &dir.join(&file),
             &json_bytes(&Value::Object(result.clone())),
@@ -326,6 +307,31 @@ async fn evaluate(
             Some(stored),
         )
     }
+}
+
+/// A probe's result JSON as the archive keeps it: the case, the phase and (when it
+/// was judged) the SLOs it missed.
+fn probe_result(
+    at: &Cell<'_>,
+    res: &crate::load::result::CaseResult,
+    p: &CaseParams,
+    prepared: &crate::service::preflight::Prepared,
+    req: Request,
+    violations: Option<&[String]>,
+) -> Map<String, Value> {
+    let header = Header {
+        date: timefmt::stamp_dash(SystemTime::now()),
+        label: Some(at.case.id.clone()),
+        model_id: at.r.model_root.clone(),
+        tokenizer_id: Some(at.r.tokenizer_id.clone()),
+    };
+    let mut extras = res.extras(p, prepared);
+    extras.insert("case_id".into(), json!(at.case.id));
+    extras.insert("phase".into(), json!(req.phase));
+    if let Some(v) = violations {
+        extras.insert("violations".into(), json!(v));
+    }
+    res.result_json(&header, p, false, extras)
 }
 
 /// One matrix cell being searched: its case, service and the run's interrupt.

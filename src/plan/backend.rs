@@ -116,6 +116,27 @@ pub struct BackendSpec {
     /// When it takes no text: why a text dataset will not do, and the fix.
     pub needs_dataset: Option<(&'static str, &'static str)>,
     pub sim: SimHandler,
+    /// It sends chat messages: the server applies the chat template (a custom
+    /// dataset's prompts are not templated by the client), and the chat request's
+    /// wordings apply (`content` as a string or parts, `max_tokens` or
+    /// `max_completion_tokens`: what a refused request may be reworded in).
+    pub chat_messages: bool,
+    /// It takes several inputs in one request (`batch_size` of the random dataset).
+    pub batched_inputs: bool,
+    /// It streams with `stream_options` (which a refused request may drop).
+    pub stream_options: bool,
+    /// It takes `min_p` (the Responses API has none).
+    pub takes_min_p: bool,
+    /// vLLM's request function for it merges `extra_body` into the request (its rerank
+    /// function ignores it; benchplan merges it always, a declared deviation).
+    pub vllm_merges_extra_body: bool,
+}
+
+impl BackendSpec {
+    /// Whether its requests carry an audio clip (the smoke request sends a quiet one).
+    pub fn sends_audio(&self) -> bool {
+        self.takes.contains(&Inputs::Audio)
+    }
 }
 
 /// Every backend, in the order of [`Backend`].
@@ -131,6 +152,11 @@ pub const BACKENDS: [BackendSpec; 7] = [
         takes: &[Inputs::Text],
         needs_dataset: None,
         sim: SimHandler::Completions,
+        batched_inputs: false,
+        chat_messages: false,
+        stream_options: true,
+        takes_min_p: true,
+        vllm_merges_extra_body: true,
     },
     BackendSpec {
         backend: Backend::Openai,
@@ -143,6 +169,11 @@ pub const BACKENDS: [BackendSpec; 7] = [
         takes: &[Inputs::Text],
         needs_dataset: None,
         sim: SimHandler::Completions,
+        batched_inputs: false,
+        chat_messages: false,
+        stream_options: true,
+        takes_min_p: true,
+        vllm_merges_extra_body: true,
     },
     BackendSpec {
         backend: Backend::OpenaiChat,
@@ -155,6 +186,11 @@ pub const BACKENDS: [BackendSpec; 7] = [
         takes: &[Inputs::Text, Inputs::Images, Inputs::Conversation],
         needs_dataset: None,
         sim: SimHandler::Chat,
+        batched_inputs: false,
+        chat_messages: true,
+        stream_options: true,
+        takes_min_p: true,
+        vllm_merges_extra_body: true,
     },
     BackendSpec {
         backend: Backend::OpenaiResponses,
@@ -167,6 +203,11 @@ pub const BACKENDS: [BackendSpec; 7] = [
         takes: &[Inputs::Text],
         needs_dataset: None,
         sim: SimHandler::Responses,
+        batched_inputs: false,
+        chat_messages: false,
+        stream_options: false,
+        takes_min_p: false,
+        vllm_merges_extra_body: true,
     },
     BackendSpec {
         backend: Backend::OpenaiAudio,
@@ -183,6 +224,11 @@ pub const BACKENDS: [BackendSpec; 7] = [
             "set dataset = { name = \"random-audio\", duration = \"10s\" } or { name = \"custom_audio\", path = \"clips/\" }",
         )),
         sim: SimHandler::Transcription,
+        batched_inputs: false,
+        chat_messages: false,
+        stream_options: true,
+        takes_min_p: true,
+        vllm_merges_extra_body: true,
     },
     BackendSpec {
         backend: Backend::OpenaiEmbeddings,
@@ -195,6 +241,11 @@ pub const BACKENDS: [BackendSpec; 7] = [
         takes: &[Inputs::Text],
         needs_dataset: None,
         sim: SimHandler::Embeddings,
+        batched_inputs: true,
+        chat_messages: false,
+        stream_options: false,
+        takes_min_p: true,
+        vllm_merges_extra_body: true,
     },
     BackendSpec {
         backend: Backend::VllmRerank,
@@ -210,6 +261,11 @@ pub const BACKENDS: [BackendSpec; 7] = [
             "set dataset = { name = \"random-rerank\", … }",
         )),
         sim: SimHandler::Rerank,
+        batched_inputs: false,
+        chat_messages: false,
+        stream_options: false,
+        takes_min_p: true,
+        vllm_merges_extra_body: false,
     },
 ];
 

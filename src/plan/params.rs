@@ -31,6 +31,16 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Every metric, in the order vLLM lists them.
+    pub const ALL: [Metric; 6] = [
+        Metric::Ttft,
+        Metric::Tpot,
+        Metric::Itl,
+        Metric::E2el,
+        Metric::ClientQueueTime,
+        Metric::E2elIncludingClientQueue,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Metric::Ttft => "ttft",

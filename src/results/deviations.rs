@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::plan::{Backend, CaseParams, Dataset, Metric};
+use crate::plan::{CaseParams, Dataset, Metric};
 
 /// One deliberate difference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,14 +160,14 @@ pub fn applying(p: &CaseParams, f: &Facts) -> Vec<Deviation> {
         (SMOKE_REQUEST, f.smoke),
         (
             EXTRA_BODY_RERANK,
-            backend == Backend::VllmRerank && p.extra_body.is_some(),
+            !backend.spec().vllm_merges_extra_body && p.extra_body.is_some(),
         ),
         (NO_PROMPT_ALIGNMENT, synthetic),
         (BOUNDED_RESPONSES, true),
         (ERROR_MESSAGES, true),
         (MULTI_TURN, matches!(p.dataset, Dataset::MultiTurn(_))),
         (PREFIX_CACHE_RESET, f.prefix_cache_reset),
-        (AUDIO_REQUESTS, backend == Backend::OpenaiAudio),
+        (AUDIO_REQUESTS, backend.spec().sends_audio()),
         (NO_ACCEPT_ENCODING, true),
         (POST_REDIRECTS, true),
         (OUTPUT_CHECKS, streaming),

@@ -502,14 +502,7 @@ impl CaseFile<'_> {
             rtfx: num("rtfx").unwrap_or(0.0),
             ..Summary::default()
         };
-        for m in [
-            Metric::Ttft,
-            Metric::Tpot,
-            Metric::Itl,
-            Metric::E2el,
-            Metric::ClientQueueTime,
-            Metric::E2elIncludingClientQueue,
-        ] {
+        for m in Metric::ALL {
             let n = m.name();
             let Some(mean) = num(&format!("mean_{n}_ms")) else {
                 continue;

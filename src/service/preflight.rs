@@ -82,8 +82,8 @@ async fn try_once(target: &Target, params: &CaseParams, input: &RequestInput) ->
 pub fn alternatives(params: &CaseParams) -> Vec<RequestShape> {
     let set = &params.request_shape;
     let backend = params.backend();
-    let chat = backend == crate::plan::Backend::OpenaiChat;
-    let streamed = !backend.is_pooling() && backend != crate::plan::Backend::OpenaiResponses;
+    let chat = backend.spec().chat_messages;
+    let streamed = backend.spec().stream_options;
     let ids: Vec<Option<RequestIdForm>> = if set.request_id.is_some() {
         vec![None]
     } else {
@@ -161,7 +161,7 @@ const EMPTY_RETRIES: usize = 2;
 /// fix, tries the [`alternatives`] (see the module docs).
 pub async fn fit(target: &Target, params: &CaseParams, input: &RequestInput) -> Fit {
     // The output length is checked where another key may fix it: chat, key unset.
-    let chat = params.backend() == crate::plan::Backend::OpenaiChat;
+    let chat = params.backend().spec().chat_messages;
     let asked = match chat && params.request_shape.max_tokens_key.is_none() {
         true => input.output_len,
         false => 0,
@@ -202,7 +202,7 @@ fn unfixable(params: &CaseParams, first: &RequestError, tried: usize) -> String 
     let refused = describe(first);
     let kind = first.kind.as_str();
     let empty_message = first.message.trim_end().ends_with(':');
-    let chat = params.backend() == crate::plan::Backend::OpenaiChat;
+    let chat = params.backend().spec().chat_messages;
     let cause = if kind == "over_length" {
         "the server answers at length whatever the output length asked: it ignores both max_completion_tokens and max_tokens, so output lengths are the server's, not the case's; set max_tokens_key to the one it reads, or send its own key with extra_body"
     } else if kind == "no_tokens" {

@@ -123,7 +123,7 @@ fn check_backend(
             ),
         );
     }
-    if backend == Backend::OpenaiResponses && p.min_p.is_some() {
+    if !backend.spec().takes_min_p && p.min_p.is_some() {
         out.push(
             Diagnostic::error(
                 at("min_p"),

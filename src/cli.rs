@@ -488,63 +488,17 @@ pub fn run(cli: Cli) -> Exit {
                     return Exit::BadPlan;
                 }
             };
-            let mine;
-            let p = match picked {
-                None => full,
-                Some(s) => {
-                    match crate::planner::shard::share(&full.cases, full.plan.execution.repeats, s)
-                    {
-                        Ok(owned) => {
-                            let mut part = full.clone();
-                            part.cases = owned
-                                .into_iter()
-                                .map(|(k, reps)| crate::planner::Case {
-                                    repeats: reps,
-                                    ..full.cases[k].clone()
-                                })
-                                .collect();
-                            eprintln!(
-                                "shard {}/{} (by {}): {} of {} cases",
-                                s.index,
-                                s.count,
-                                s.by.as_str(),
-                                part.cases.len(),
-                                full.cases.len()
-                            );
-                            mine = part;
-                            &mine
-                        }
-                        Err(e) => {
-                            eprintln!("error: {e}");
-                            return Exit::BadPlan;
-                        }
-                    }
+            let selection = match full.select(picked, &only, resume.is_some()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Exit::BadPlan;
                 }
             };
-            // --only: a new folder holds just the picked cases; a resumed one keeps the
-            // whole plan (its hash must match) and runs the picked ones again.
-            let picked_only;
-            let p = if only.is_empty() {
-                p
-            } else if !p
-                .cases
-                .iter()
-                .any(|c| crate::planner::only::picks(&only, c))
-            {
-                eprintln!(
-                    "error: {}",
-                    crate::planner::only::none_picked(&only, &p.cases)
-                );
-                return Exit::BadPlan;
-            } else if resume.is_some() {
-                p
-            } else {
-                let mut sub = p.clone();
-                sub.cases.retain(|c| crate::planner::only::picks(&only, c));
-                eprintln!("--only: {} of {} cases", sub.cases.len(), p.cases.len());
-                picked_only = sub;
-                &picked_only
-            };
+            for n in &selection.notes {
+                eprintln!("{n}");
+            }
+            let p = &selection.planned;
             if dry_run {
                 return crate::commands::dry_run::print(p);
             }

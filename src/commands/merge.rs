@@ -488,7 +488,7 @@ fn write_merged(
         .write(dir)
         .map_err(|e| format!("cannot write the manifest: {e}"))?;
 
-    let (mut view, rows) = super::report::view_of(dir)?;
+    let (mut view, rows) = crate::report::folder::from_folder(dir)?;
     if !missing.is_empty() {
         let names = shard_names(&missing, count);
         view.description = Some(format!(

@@ -8,6 +8,7 @@ pub mod case;
 pub mod check;
 pub mod expand;
 pub mod only;
+pub mod select;
 pub mod shard;
 pub mod tokenizer;
 

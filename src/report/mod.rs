@@ -4,6 +4,7 @@
 pub mod charts;
 pub mod compare;
 pub mod csv;
+pub mod folder;
 pub mod junit;
 pub mod openmetrics;
 pub mod view;

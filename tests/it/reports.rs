@@ -561,7 +561,7 @@ fn the_reports_of_a_fixed_run_match_their_snapshots() {
         let f = f.unwrap().path();
         std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
     }
-    let (view, rows) = benchplan::commands::report::view_of(&dir).unwrap();
+    let (view, rows) = benchplan::report::folder::from_folder(&dir).unwrap();
     let templates = Templates {
         no_charts: true,
         ..Templates::default()

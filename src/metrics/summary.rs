@@ -137,8 +137,9 @@ pub struct Summary {
     pub mean_tokens_per_chunk: f64,
     pub streams_without_done: u64,
     pub cached_tokens: u64,
-    /// Metric name → base64 HDR histogram (µs).
-    pub histograms: IndexMap<String, String>,
+    /// Metric name → HDR histogram of its samples (µs); the result file stores it
+    /// encoded (`results::vllm_json`, `metrics::hist::encode`).
+    pub histograms: IndexMap<String, hdrhistogram::Histogram<u64>>,
     pub connections: Connections,
     /// Ramp-up runs: the whole rates reached, as vLLM records them.
     pub rps_change_events: Vec<RpsChangeEvent>,
@@ -488,10 +489,8 @@ pub fn summarize(
         ]);
     }
     for (name, values) in hists {
-        s.histograms.insert(
-            name.to_string(),
-            hist::encode(&hist::from_seconds(values.iter().copied())),
-        );
+        s.histograms
+            .insert(name.to_string(), hist::from_seconds(values.iter().copied()));
     }
     s
 }

@@ -228,7 +228,13 @@ pub fn result_json(
     if let Some(q) = &s.client_queue {
         b.insert("client_queue_time".into(), small_stats(q));
     }
-    b.insert("histograms_us".into(), json!(s.histograms));
+    // The storage codec is the file's: base64 of HDR's V2 deflate form.
+    let hists: Map<String, Value> = s
+        .histograms
+        .iter()
+        .map(|(k, h)| (k.clone(), json!(crate::metrics::hist::encode(h))))
+        .collect();
+    b.insert("histograms_us".into(), Value::Object(hists));
     let c = &s.connections;
     let mut conn = Map::new();
     conn.insert("prewarmed".into(), json!(c.prewarmed));

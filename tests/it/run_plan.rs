@@ -11,6 +11,41 @@ fn write_plan(dir: &Path, text: &str) -> String {
     p.to_str().unwrap().to_string()
 }
 
+/// A plan run as a user runs it: written into a fresh folder and run there with
+/// `run --quiet --results-dir DIR/r`.
+struct RunDir {
+    /// The fresh folder (removed when the test is done with it).
+    dir: std::path::PathBuf,
+    out: std::process::Output,
+}
+
+impl RunDir {
+    /// The run folder the run wrote.
+    fn run(&self) -> std::path::PathBuf {
+        batch_dir(&self.dir.join("r"))
+    }
+
+    /// Its report.md.
+    fn report(&self) -> String {
+        std::fs::read_to_string(self.run().join("report.md")).unwrap()
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+/// Runs `text` as a plan in a fresh folder (`tag` names it) and checks the exit code.
+fn run_plan_exits(tag: &str, text: &str, code: i32) -> RunDir {
+    let dir = crate::support::tempdir(tag);
+    let plan = write_plan(&dir, text);
+    let out = run_quiet(&plan, &dir.join("r"));
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+    RunDir { dir, out }
+}
+
 /// `benchplan run PLAN --results-dir DIR --quiet`.
 fn run_quiet(plan: &str, results: &Path) -> std::process::Output {
     benchplan(&[
@@ -128,29 +163,23 @@ fn a_plan_runs_into_the_results_tree() {
 
 #[test]
 fn a_violated_slo_exits_3() {
-    let dir = crate::support::tempdir("slo");
-    let plan = write_plan(
-        &dir,
+    let r = run_plan_exits(
+        "slo",
         &TWO_SIMS.replace("p99_ttft = \"<= 2s\"", "mean_tpot = \"<= 1.5ms\""),
+        3,
     );
-    let out = run_quiet(&plan, &dir.join("r"));
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    let report = std::fs::read_to_string(batch_dir(&dir.join("r")).join("report.md")).unwrap();
+    let report = r.report();
     assert!(report.contains("| FAIL |"), "{report}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn a_failing_service_is_a_recorded_failed_case_and_the_others_run() {
-    let dir = crate::support::tempdir("fail");
     let text = TWO_SIMS.replace(
         "sim = { preset = \"fast\", itl = \"2ms\" }",
         "sim = { preset = \"fast\", failure_rate = 1.0 }",
     );
-    let plan = write_plan(&dir, &text);
-    let out = run_quiet(&plan, &dir.join("r"));
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let b = batch_dir(&dir.join("r"));
+    let r = run_plan_exits("fail", &text, 1);
+    let b = r.run();
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(b.join("manifest.json")).unwrap()).unwrap();
     let statuses: Vec<&str> = manifest["cases"]
@@ -166,12 +195,11 @@ fn a_failing_service_is_a_recorded_failed_case_and_the_others_run() {
             .unwrap()
             .contains("http_500")
     );
-    let report = std::fs::read_to_string(b.join("report.md")).unwrap();
+    let report = r.report();
     assert!(
         report.contains("## Failed cases") && report.contains("smoke request failed"),
         "{report}"
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -766,48 +794,34 @@ fn probe_describes_a_service() {
 
 #[test]
 fn a_server_with_another_model_is_refused_before_any_case() {
-    let dir = crate::support::tempdir("wrongmodel");
     let sim = crate::support::SimProcess::start(&["--preset", "fast"]);
-    let plan = write_plan(
-        &dir,
+    let r = run_plan_exits(
+        "wrongmodel",
         &format!(
             "[services.wrong]\nbase_url = \"{}\"\nmodel = \"llama-70b\"\ntokenizer = \"server\"\n[defaults]\nnum_prompts = 5\n",
             sim.url
         ),
+        1,
     );
-    let out = run_quiet(&plan, &dir.join("r"));
-    assert_eq!(out.status.code(), Some(1));
-    let err = stderr(&out);
+    let err = stderr(&r.out);
     assert!(
         err.contains("the plan says model `llama-70b`, but")
             && err.contains("serves benchplan-sim"),
         "{err}"
     );
     assert!(!err.contains("[1/1]"), "no case ran: {err}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn matrix_axes_are_columns_and_each_workload_gets_its_own_recommendation() {
-    let dir = crate::support::tempdir("groups");
-    let plan = dir.join("plan.toml");
-    std::fs::write(
-        &plan,
+    let r = run_plan_exits(
+        "groups",
         "[services.a]\nsim = { preset = \"fast\" }\n[services.b]\nsim = { preset = \"fast\" }\n\
          [defaults]\nnum_prompts = 6\ndataset = { name = \"random\", input_len = 16, output_len = 4 }\n\
          [matrix]\n\"dataset.input_len\" = [16, 64]\nmax_concurrency = [1, 4]\n[slo]\np99_ttft = \"<= 5s\"\n",
-    )
-    .unwrap();
-    let out = benchplan(&[
-        "run",
-        plan.to_str().unwrap(),
-        "--quiet",
-        "--results-dir",
-        dir.join("r").to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let md = std::fs::read_to_string(crate::support::batch_dir(&dir.join("r")).join("report.md"))
-        .unwrap();
+        0,
+    );
+    let md = r.report();
     // A pass/fail headline before anything else.
     assert!(
         md.lines().nth(2) == Some("**PASS**: 8 case(s), 0 not measured, 0 SLO failure(s)."),
@@ -831,16 +845,12 @@ fn matrix_axes_are_columns_and_each_workload_gets_its_own_recommendation() {
         assert!(row.contains(&format!("**{svc}-in{len}-c")), "{row}");
     }
     // `report` over the folder shows the same columns again.
-    let again = benchplan(&[
-        "report",
-        crate::support::batch_dir(&dir.join("r")).to_str().unwrap(),
-    ]);
+    let again = benchplan(&["report", r.run().to_str().unwrap()]);
     assert!(
         stdout(&again).contains("| Case | Service | dataset.input_len | Concurrency |"),
         "{}",
         stdout(&again)
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -880,24 +890,19 @@ fn a_service_has_its_own_slos_and_defaults_over_the_plans() {
             .any(|(s, _)| s.key == "success_rate")
     );
 
-    let dir = crate::support::tempdir("service-slo");
-    let plan = write_plan(&dir, &text);
-    let out = run_quiet(&plan, &dir.join("r"));
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let report = std::fs::read_to_string(batch_dir(&dir.join("r")).join("report.md")).unwrap();
+    let r = run_plan_exits("service-slo", &text, 0);
+    let report = r.report();
     assert!(report.contains("mean_tpot <= 10ms (service b)"), "{report}");
     // Without its own SLO, b fails the plan's.
-    let plan = write_plan(
-        &dir,
+    run_plan_exits(
+        "service-slo",
         &text.replace("slo = { mean_tpot = \"<= 10ms\" }\n", ""),
+        3,
     );
-    let out = run_quiet(&plan, &dir.join("r2"));
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     // A service default that is no case parameter is refused where it is written.
-    let bad = write_plan(&dir, &text.replace("num_prompts = 20", "num_prompt = 20"));
+    let bad = write_plan(&r.dir, &text.replace("num_prompts = 20", "num_prompt = 20"));
     let out = benchplan(&["validate", &bad]);
     crate::support::exits_saying(&out, 2, "services.b.defaults");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -984,10 +989,8 @@ fn client_queue_time_is_an_slo_key_and_a_compared_metric() {
         "{}",
         stderr(&out)
     );
-    let p = write_plan(&dir, &plan("max_concurrency = 2\n"));
-    let out = run_quiet(&p, &dir.join("r"));
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let run = batch_dir(&dir.join("r"));
+    let ran = run_plan_exits("queue-slo", &plan("max_concurrency = 2\n"), 0);
+    let run = ran.run();
     let result = std::fs::read_dir(&run)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -33,13 +33,18 @@ pub enum Backend {
     VllmRerank,
 }
 
-/// Which API's rules decide what a streamed chunk says (the stream parser).
+/// The shape of a streamed answer: which rules decide what a chunk says (the client's
+/// stream parser) and how the simulator writes it. One enum for both sides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
     Completions,
     Chat,
     /// The Responses API's typed events: read by `client::responses`, never as chunks.
     Responses,
+    /// `/v1/audio/transcriptions` and `/translations`: chat-shaped chunks
+    /// (`transcription.chunk`) with no role delta, each carrying the usage so far when
+    /// `stream_continuous_usage_stats` asks for it, as vLLM's do; read as chat.
+    Transcription,
 }
 
 /// How a request body is sent.
@@ -216,7 +221,7 @@ pub const BACKENDS: [BackendSpec; 7] = [
         endpoint_suffixes: &["transcriptions", "translations"],
         body: BodyForm::Multipart,
         // A transcription streams chat-shaped chunks (`choices[0].delta.content`).
-        stream: Some(Api::Chat),
+        stream: Some(Api::Transcription),
         reads_prompt_usage: false,
         takes: &[Inputs::Audio],
         needs_dataset: Some((

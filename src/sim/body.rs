@@ -36,19 +36,10 @@ pub fn output_token(table: &[(String, String)], seed: u64, i: u64) -> &(String, 
     &table[((seed.wrapping_add(i.wrapping_mul(7919))) % table.len() as u64) as usize]
 }
 
-/// Completions or chat chunks, or the Responses API's typed events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    Completions,
-    Chat,
-    /// `/v1/responses`: `head` is the delta event up to its text, `usage_head` the
-    /// response object up to its status (see `generate` in `http.rs`).
-    Responses,
-    /// `/v1/audio/transcriptions` and `/translations`: chat-shaped chunks
-    /// (`transcription.chunk`) with no role delta, each carrying the usage so far when
-    /// `stream_continuous_usage_stats` asks for it, as vLLM's do.
-    Transcription,
-}
+/// The answer shapes the simulator writes: the backend table's (one `Api` for the
+/// client and the simulator). For `Responses`, `head` is the delta event up to its
+/// text and `usage_head` the response object up to its status (see `generate`).
+pub use crate::plan::backend::Api;
 
 /// Everything a stream needs to write its chunks.
 pub struct SseStream {

@@ -94,7 +94,7 @@ impl Chunk<'_> {
                 .choices
                 .present
                 .then(|| first.and_then(|c| c.text.as_deref()).unwrap_or("")),
-            Api::Chat => {
+            Api::Chat | Api::Transcription => {
                 let d = first?.delta.as_ref()?;
                 let content = d.content.as_deref();
                 let output = content.is_some_and(|c| !c.is_empty())

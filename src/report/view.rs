@@ -70,18 +70,13 @@ pub struct CaseView {
     pub axes: indexmap::IndexMap<String, String>,
 }
 
-/// A multi-turn case's conversations.
+/// A multi-turn case's conversations: the counts the result holds (`total`,
+/// `completed`, `failed`, `incomplete`, `turns_successful`, `avg_turns`,
+/// `avg_duration_ms`, flattened for templates) and each turn index's metrics.
 #[derive(Debug, Clone, Serialize)]
 pub struct ConversationsView {
-    pub total: u64,
-    pub completed: u64,
-    /// Ended by a failed turn.
-    pub failed: u64,
-    /// Stopped early or never started.
-    pub incomplete: u64,
-    pub turns_successful: u64,
-    pub avg_turns: Option<f64>,
-    pub avg_duration_ms: Option<f64>,
+    #[serde(flatten)]
+    pub counts: crate::results::read::Conversations,
     pub turns: Vec<TurnView>,
 }
 
@@ -105,15 +100,8 @@ pub struct TurnView {
 fn conversations_view(r: &Map<String, Value>) -> Option<ConversationsView> {
     let f = CaseFile::new(r);
     let turns = f.per_turn_metrics()?;
-    let c = f.conversations()?;
     Some(ConversationsView {
-        total: c.total,
-        completed: c.completed,
-        failed: c.failed,
-        incomplete: c.incomplete,
-        turns_successful: c.turns_successful,
-        avg_turns: c.avg_turns,
-        avg_duration_ms: c.avg_duration_ms,
+        counts: f.conversations()?,
         turns: turns
             .iter()
             .map(|t| {

@@ -112,7 +112,7 @@ pub fn check(m: &Map<String, Value>) -> Result<Vec<String>, String> {
 }
 
 /// A multi-turn case's conversations ([`CaseFile::conversations`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Conversations {
     pub total: u64,
     pub completed: u64,

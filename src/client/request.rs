@@ -443,10 +443,12 @@ async fn open<'a>(
             Some(l) if status == 307 || status == 308 => l,
             _ => return Ok(resp),
         };
+        // What a message may say of it: a hostile Location may carry credentials too.
+        let shown_location = crate::redact::text(&location).into_owned();
         if hop == MAX_REDIRECTS {
             return Err((
                 "too_many_redirects",
-                format!("more than {MAX_REDIRECTS} redirects (the last to {location})"),
+                format!("more than {MAX_REDIRECTS} redirects (the last to {shown_location})"),
             ));
         }
         let next = reqwest::Url::parse(&url)
@@ -454,7 +456,7 @@ async fn open<'a>(
             .map_err(|e| {
                 (
                     "request",
-                    format!("HTTP {status} to {location:?}, which is not a URL ({e})"),
+                    format!("HTTP {status} to {shown_location:?}, which is not a URL ({e})"),
                 )
             })?;
         drop(resp);
@@ -617,7 +619,8 @@ async fn send_inner(
         let hint = match (status, &location) {
             (401 | 403, _) => " (check that the service's API key variable, api_key_env or OPENAI_API_KEY, holds the right key)".to_string(),
             (301..=303, Some(l)) => format!(
-                " (a redirect to {l}: a POST is not sent on as a GET, so set base_url to where it points)"
+                " (a redirect to {}: a POST is not sent on as a GET, so set base_url to where it points)",
+                crate::redact::text(l)
             ),
             _ => String::new(),
         };

@@ -76,6 +76,8 @@ struct Shared {
     stop: Stop,
     /// Turns sent so far (for the progress bar's in-flight count).
     released: Arc<AtomicU64>,
+    /// Turns sent and ended, counted while their request slot is held.
+    finished: Arc<AtomicU64>,
     /// Turns never sent because a failed turn ended their conversation.
     skipped: Arc<AtomicU64>,
     tx: tokio::sync::mpsc::UnboundedSender<RequestRecord>,
@@ -177,7 +179,7 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
             if stop.draining() {
                 return;
             }
-            shared.released.fetch_add(1, Ordering::Relaxed);
+            shared.released.fetch_add(1, Ordering::Release);
             // Boxed, as in `run`: the conversation's task stays small when it is moved
             // into the runtime, and a turn's ~7 KB future is built in place.
             let send = CatchPanic::new(Box::pin(send_with(
@@ -189,6 +191,8 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
             let Some(o) = stop.unless_aborted(send).await else {
                 return;
             };
+            // Ended, counted while its slot is still held (see `run::Counts`).
+            shared.finished.fetch_add(1, Ordering::Release);
             o.unwrap_or_else(|msg| crate::client::request::Outcome {
                 sample: panicked(msg),
                 ..Default::default()
@@ -318,10 +322,12 @@ pub async fn run_conversations(
         start,
         stop: opts.stop.clone(),
         released: Arc::new(AtomicU64::new(0)),
+        finished: Arc::new(AtomicU64::new(0)),
         skipped: Arc::new(AtomicU64::new(0)),
         tx,
     });
     let released = shared.released.clone();
+    let finished = shared.finished.clone();
     let handle = tokio::runtime::Handle::current();
     // Conversation starts are released by a thread, for the same timer precision as
     // single-turn arrivals (see `run`).
@@ -349,6 +355,7 @@ pub async fn run_conversations(
     let counts = super::run::Counts {
         released: &released,
         sent: &released,
+        finished: &finished,
     };
     let collected = collect(rx, total, counts, opts, start).await;
     let duration = start.elapsed().as_secs_f64();

@@ -227,9 +227,11 @@ pub async fn run_case(
         .then(|| schedule_spec(&params, n));
     let released = Arc::new(AtomicU64::new(0));
     let sent = Arc::new(AtomicU64::new(0));
+    let finished = Arc::new(AtomicU64::new(0));
     let dispatcher = {
         let released = released.clone();
         let sent = sent.clone();
+        let finished = finished.clone();
         let (target, params, inputs, offsets, stop, prefix) = (
             target.clone(),
             params.clone(),
@@ -265,7 +267,7 @@ pub async fn run_case(
                         }
                     }
                     released.fetch_add(1, Ordering::Relaxed);
-                    let sent = sent.clone();
+                    let (sent, finished) = (sent.clone(), finished.clone());
                     let (target, params, inputs, sem, tx, id, stop) = (
                         target.clone(),
                         params.clone(),
@@ -292,7 +294,7 @@ pub async fn run_case(
                                 return None;
                             }
                             // Past the concurrency cap: on its way (in flight).
-                            sent.fetch_add(1, Ordering::Relaxed);
+                            sent.fetch_add(1, Ordering::Release);
                             let input = &inputs[i];
                             // Boxed: the request's future is about 7 KB, and this task is
                             // built here and moved into the runtime's task cell, so
@@ -307,6 +309,9 @@ pub async fn run_case(
                                     None,
                                 )))
                                 .await?;
+                            // Ended, counted while its slot is still held: the next
+                            // request cannot be counted as sent before this one ends.
+                            finished.fetch_add(1, Ordering::Release);
                             let since_start = |t: Instant| (t - start).as_secs_f64();
                             let sent = outcome
                                 .sent
@@ -345,6 +350,7 @@ pub async fn run_case(
         Counts {
             released: &released,
             sent: &sent,
+            finished: &finished,
         },
         opts,
         start,
@@ -386,6 +392,9 @@ pub(crate) struct Collected {
 pub(crate) struct Counts<'a> {
     pub released: &'a AtomicU64,
     pub sent: &'a AtomicU64,
+    /// Sent and ended, counted before the request's concurrency slot is freed (its
+    /// record may still be on its way to the collector).
+    pub finished: &'a AtomicU64,
 }
 
 /// Gathers records, with a progress bar (or plain lines without a terminal), until
@@ -423,7 +432,10 @@ pub(crate) async fn collect(
             n: n as u64,
             done: records.len() as u64,
             failed: errors,
-            sent: counts.sent.load(Ordering::Relaxed),
+            // `sent` before `finished`: a request that ends between the two reads only
+            // lowers the count, so what is shown in flight never passes the cap.
+            sent: counts.sent.load(Ordering::Acquire),
+            finished: counts.finished.load(Ordering::Acquire),
             released: counts.released.load(Ordering::Relaxed),
             secs: start.elapsed().as_secs_f64().max(1e-9),
             tokens,
@@ -487,6 +499,8 @@ pub struct Tally {
     pub failed: u64,
     /// Past the concurrency cap, on their way to the server.
     pub sent: u64,
+    /// Of those, the ones that ended (read after `sent`).
+    pub finished: u64,
     /// Released by the schedule (some may still wait for a slot).
     pub released: u64,
     pub secs: f64,
@@ -496,7 +510,7 @@ pub struct Tally {
 impl Tally {
     /// Sent and not finished.
     pub fn in_flight(&self) -> u64 {
-        self.sent.saturating_sub(self.done)
+        self.sent.saturating_sub(self.finished)
     }
 
     /// Released by the schedule, waiting for a concurrency slot.

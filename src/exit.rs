@@ -60,6 +60,23 @@ impl Exit {
         self == Exit::Ok
     }
 
+    /// A measured run's verdict from what it found, by the one precedence rule: a
+    /// case not measured (or an output not written), then an SLO failure, then a
+    /// regression (baseline or trend). Signals are the caller's to add.
+    pub fn of_findings(not_measured: bool, slo_failures: usize, regressions: usize) -> Exit {
+        let mut code = Exit::Ok;
+        if regressions > 0 {
+            code = code.worst(Exit::Regression);
+        }
+        if slo_failures > 0 {
+            code = code.worst(Exit::SloViolated);
+        }
+        if not_measured {
+            code = code.worst(Exit::Runtime);
+        }
+        code
+    }
+
     /// Every verdict, in the order of the README's table.
     pub const ALL: [Exit; 8] = [
         Exit::Ok,

@@ -429,9 +429,6 @@ async fn open<'a>(
     let body = bytes::Bytes::from(body);
     let mut url = std::borrow::Cow::Borrowed(target.url.as_str());
     let mut native = target.native.as_deref();
-    // The origin the credentials belong to; once a redirect leaves it, they stay off
-    // for the rest of the way (as the Fetch standard and reqwest do).
-    let origin = reqwest::Url::parse(&target.url).ok().map(|u| u.origin());
     let mut headers = std::borrow::Cow::Borrowed(&target.headers);
     for hop in 0..=MAX_REDIRECTS {
         let resp = send_once(
@@ -460,6 +457,10 @@ async fn open<'a>(
                 )
             })?;
         drop(resp);
+        // The origin the credentials belong to: the target's (parsed only here, never
+        // on a request that is not redirected). Once a redirect leaves it, they stay
+        // off for the rest of the way (as the Fetch standard and reqwest do).
+        let origin = reqwest::Url::parse(&target.url).ok().map(|u| u.origin());
         if origin.as_ref() != Some(&next.origin()) {
             let shown = crate::redact::url(next.as_str());
             if target.cross_origin == CrossOrigin::Refuse {

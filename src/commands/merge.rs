@@ -136,6 +136,19 @@ fn merge_case(
     Ok(c)
 }
 
+/// Whether case `id` is merged whole: run whole on a shard, or, cut by repeat, every
+/// one of its `plan_repeats` runs reported.
+fn is_covered(
+    owned: &std::collections::HashMap<String, Vec<Owner>>,
+    id: &str,
+    plan_repeats: u64,
+) -> bool {
+    owned.get(id).is_some_and(|list| {
+        list.iter().any(|(_, r)| r.is_none())
+            || list.iter().flat_map(|(_, r)| r.iter().flatten()).count() as u64 >= plan_repeats
+    })
+}
+
 /// The entry of a case a shard does not list.
 fn missing_entry(id: &str) -> CaseEntry {
     CaseEntry {
@@ -335,13 +348,7 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
         }
     }
     // Cut by repeat, a case is covered when all its repeats are.
-    let covered = |id: &String| match owned.get(id) {
-        None => false,
-        Some(list) => {
-            list.iter().any(|(_, r)| r.is_none())
-                || list.iter().flat_map(|(_, r)| r.iter().flatten()).count() as u64 >= plan_repeats
-        }
-    };
+    let covered = |id: &String| is_covered(&owned, id, plan_repeats);
     let uncovered: Vec<&String> = plan_ids.iter().filter(|id| !covered(id)).collect();
     if !missing.is_empty() && !args.allow_partial {
         // Not a bad input but a run that is not whole yet: exit 1, as an unclean run.
@@ -408,13 +415,7 @@ fn write_merged(
         uncovered,
     } = m;
     let first = &shards[0];
-    let covered = |id: &String| match owned.get(id) {
-        None => false,
-        Some(list) => {
-            list.iter().any(|(_, r)| r.is_none())
-                || list.iter().flat_map(|(_, r)| r.iter().flatten()).count() as u64 >= plan_repeats
-        }
-    };
+    let covered = |id: &String| is_covered(owned, id, plan_repeats);
     let mut cases = Vec::new();
     let mut services = indexmap::IndexMap::new();
     let (mut started, mut finished): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
@@ -539,16 +540,11 @@ fn write_merged(
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     let failed = view.failed_cases.len();
-    let mut code = Exit::Ok;
-    if regressions > 0 || trend_regressions > 0 {
-        code = code.worst(Exit::Regression);
-    }
-    if view.slo_failures > 0 {
-        code = code.worst(Exit::SloViolated);
-    }
-    if failed > 0 || !missing.is_empty() {
-        code = code.worst(Exit::Runtime);
-    }
+    let code = Exit::of_findings(
+        failed > 0 || !missing.is_empty(),
+        view.slo_failures,
+        regressions + trend_regressions,
+    );
     // What the merge judged, and its verdict, as a run records them (`report DIR`
     // rebuilds them from here).
     manifest.judged = Some(json!(crate::report::view::Judged::of(

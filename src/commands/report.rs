@@ -14,8 +14,8 @@ use crate::results::manifest::Manifest;
 
 /// What a run folder's manifest says was judged that its `judged` record cannot give
 /// back (a run written by an older benchplan): said, never rebuilt as a pass.
-fn not_rebuilt(dir: &Path) -> Vec<String> {
-    let Ok(Some(m)) = Manifest::read_if_any(dir) else {
+fn not_rebuilt(manifest: Option<&Manifest>) -> Vec<String> {
+    let Some(m) = manifest else {
         return Vec::new();
     };
     let (None, Some(v)) = (&m.judged, &m.verdict) else {
@@ -39,28 +39,18 @@ fn not_rebuilt(dir: &Path) -> Vec<String> {
 
 /// The exit code a report's verdict gives, by run's precedence rule (runtime, SLO,
 /// regression); the run's own recorded exit wins where it differs (a signal).
-fn verdict_exit(dir: &Path, view: &ReportView) -> Exit {
-    let recorded = Manifest::read_if_any(dir)
-        .ok()
-        .flatten()
-        .and_then(|m| m.verdict)
-        .map(|v| i64::from(v.exit));
-    let mut code = Exit::Ok;
+fn verdict_exit(manifest: Option<&Manifest>, view: &ReportView) -> Exit {
     let regressions = view.comparison.as_ref().map_or(0, |c| c.regressions)
         + view.trend.as_ref().map_or(0, |t| t.regressions);
-    if regressions > 0 {
-        code = code.worst(Exit::Regression);
-    }
-    if view.slo_failures > 0 {
-        code = code.worst(Exit::SloViolated);
-    }
-    if !view.failed_cases.is_empty() {
-        code = code.worst(Exit::Runtime);
-    }
-    match recorded.and_then(Exit::from_code) {
-        Some(r) if r != code => r,
-        _ => code,
-    }
+    let rebuilt = Exit::of_findings(
+        !view.failed_cases.is_empty(),
+        view.slo_failures,
+        regressions,
+    );
+    manifest
+        .and_then(|m| m.verdict.as_ref())
+        .and_then(|v| Exit::from_code(v.exit.into()))
+        .unwrap_or(rebuilt)
 }
 
 /// `benchplan report DIR [--out OUT]`: the report of a run folder rebuilt, verdict and
@@ -75,7 +65,9 @@ pub fn run(dir: &Path, out: Option<&Path>, settings: RunSettings, format: &str) 
             return Exit::BadPlan;
         }
     };
-    let ours = dir.join(crate::results::manifest::FILE).is_file();
+    // from_folder has read it already: a damaged one was refused there.
+    let manifest = Manifest::read_if_any(dir).ok().flatten();
+    let ours = manifest.is_some();
     let target = match out {
         Some(o) => o.to_path_buf(),
         None if ours || format != "md" => dir.to_path_buf(),
@@ -92,7 +84,7 @@ pub fn run(dir: &Path, out: Option<&Path>, settings: RunSettings, format: &str) 
             eprintln!("error: cannot create {}: {e}", target.display());
             return Exit::Runtime;
         }
-        for what in not_rebuilt(dir) {
+        for what in not_rebuilt(manifest.as_ref()) {
             eprintln!(
                 "warning: {what} cannot be rebuilt: the run folder was written by an older benchplan that did not keep it; report.md shows the cases only, and the exit code is the run's"
             );
@@ -117,7 +109,7 @@ pub fn run(dir: &Path, out: Option<&Path>, settings: RunSettings, format: &str) 
     if !code.is_ok() || format != "md" {
         return code;
     }
-    let v = verdict_exit(dir, &view);
+    let v = verdict_exit(manifest.as_ref(), &view);
     if !v.is_ok() {
         eprintln!(
             "verdict: {} case(s), {} not measured, {} SLO failure(s), {} regression(s){}: exit {}",

@@ -423,16 +423,7 @@ fn verdict(
     let regressions = report.comparison.as_ref().map_or(0, |c| c.regressions);
     let trend_regressions = report.trend.as_ref().map_or(0, |t| t.regressions);
     let failed = report.cases.iter().filter(|c| c.status != "ok").count();
-    let mut code = Exit::Ok;
-    if regression {
-        code = code.worst(Exit::Regression);
-    }
-    if slo_failures > 0 {
-        code = code.worst(Exit::SloViolated);
-    }
-    if failed_to_run {
-        code = code.worst(Exit::Runtime);
-    }
+    let mut code = Exit::of_findings(failed_to_run, slo_failures, usize::from(regression));
     if ctl.interrupted() {
         code = code.worst(ctl.interrupt_exit());
     }

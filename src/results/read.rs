@@ -111,6 +111,11 @@ pub fn check(m: &Map<String, Value>) -> Result<Vec<String>, String> {
     Ok(warnings)
 }
 
+/// The key vLLM writes a `p50_` statistic under (`median_ttft_ms` for `p50_ttft_ms`).
+fn median_alias(k: &str) -> Option<String> {
+    k.strip_prefix("p50_").map(|rest| format!("median_{rest}"))
+}
+
 /// A multi-turn case's conversations ([`CaseFile::conversations`]).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Conversations {
@@ -175,10 +180,7 @@ impl<'a> CaseFile<'a> {
     pub fn metric(&self, k: &str) -> Option<f64> {
         match k {
             "success_rate" => self.success_rate(),
-            _ => self.number(k).or_else(|| {
-                let rest = k.strip_prefix("p50_")?;
-                self.number(&format!("median_{rest}"))
-            }),
+            _ => self.number(k).or_else(|| self.number(&median_alias(k)?)),
         }
     }
 
@@ -450,10 +452,9 @@ impl<'a> CaseFile<'a> {
     /// there are at least two.
     pub fn run_values(&self, key: &str) -> Option<Vec<f64>> {
         let values = self.in_block("repeats")?.get("values")?;
-        let list = values.get(key).or_else(|| {
-            let median = format!("median_{}", key.strip_prefix("p50_")?);
-            values.get(&median)
-        })?;
+        let list = values
+            .get(key)
+            .or_else(|| values.get(&median_alias(key)?))?;
         let xs: Option<Vec<f64>> = list.as_array()?.iter().map(Value::as_f64).collect();
         xs.filter(|x| x.len() >= 2)
     }

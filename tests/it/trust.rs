@@ -950,3 +950,40 @@ fn a_plan_of_many_simulators_starts_each_with_its_cases() {
     assert!(cases.iter().all(|c| c["status"] == "ok"), "{cases:?}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test]
+async fn reqwest_drops_the_credentials_on_another_origin_as_the_native_client_does() {
+    use benchplan::client::request::{Target, send};
+    use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+    let (other, seen) = logging_streamer();
+    let first = redirect_to(format!("{other}/v1/completions"));
+    let base = benchplan::base_url::BaseUrl::parse(&first).unwrap();
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        AUTHORIZATION,
+        HeaderValue::from_static("Bearer sk-reqwest-r1"),
+    );
+    headers.insert("x-api-key", HeaderValue::from_static("hdr-reqwest-r2"));
+    let mut target = Target::new(
+        base.join("/v1/completions"),
+        base,
+        benchplan::plan::Backend::Openai,
+        "m".into(),
+        headers,
+        benchplan::client::http::build_client(false, None).unwrap(),
+        Default::default(),
+    );
+    // Through reqwest, as an HTTPS target or a later redirect goes.
+    target.native = None;
+    let body = br#"{"model":"m","prompt":"a","max_tokens":3,"stream":true}"#.to_vec();
+    let o = send(&target, body, None).await;
+    assert!(o.sample.success, "{:?}", o.sample.error);
+    let heads = seen.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1);
+    let h = heads[0].to_ascii_lowercase();
+    assert!(
+        !h.contains("authorization") && !h.contains("x-api-key") && !h.contains("reqwest-r"),
+        "{h}"
+    );
+    assert_eq!(target.route.withheld_at().as_deref(), Some(other.as_str()));
+}

@@ -4,13 +4,15 @@
 //! help, the compare gate, the history's trend and the report read it; a metric the
 //! summary already computes becomes an SLO key and a compared metric by adding its row.
 
+use crate::metrics::summary::Summary;
 use crate::plan::params::Metric;
 
 /// The unit a metric's value is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
     Ms,
-    PerSecond,
+    RequestsPerSecond,
+    TokensPerSecond,
     /// 0 to 100.
     Percent,
     /// 0 to 1.
@@ -18,13 +20,23 @@ pub enum Unit {
 }
 
 impl Unit {
-    /// How a value of this unit is written after its number.
+    /// How a value of this unit is written after its number (`500ms`, `12.5 req/s`).
     pub fn suffix(self) -> &'static str {
         match self {
             Unit::Ms => "ms",
-            Unit::PerSecond => "/s",
+            Unit::RequestsPerSecond => " req/s",
+            Unit::TokensPerSecond => " tok/s",
             Unit::Percent => "%",
             Unit::Ratio => "",
+        }
+    }
+
+    /// The value a ratio cannot improve on (100%, 1.0); None for an unbounded unit.
+    pub fn perfect(self) -> Option<f64> {
+        match self {
+            Unit::Percent => Some(100.0),
+            Unit::Ratio => Some(1.0),
+            _ => None,
         }
     }
 }
@@ -36,6 +48,19 @@ pub enum Shape {
     Latency(Metric),
     /// One number under the result key itself.
     Scalar,
+}
+
+/// What the compare gate tests a difference of a metric on (its p-value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    /// The metric's own per-request samples (a latency).
+    OwnSamples,
+    /// The requests' E2EL samples (a throughput is requests over their time).
+    E2elSamples,
+    /// Completed and failed counts (a proportion).
+    Counts,
+    /// No test: the difference is judged on its size alone.
+    None,
 }
 
 /// One metric.
@@ -52,6 +77,15 @@ pub struct MetricDef {
     pub slo: bool,
     /// The baseline gate and the history may compare it (`report.compare_metrics`).
     pub compared: bool,
+    /// What a difference is tested on.
+    pub evidence: Evidence,
+    /// A case may lack it on purpose (the output ratio of a case sent without
+    /// `ignore_eos`): an SLO on it then does not apply, where any other missing metric
+    /// fails.
+    pub optional: bool,
+    /// A one-number metric's value in a live summary; a result file keeps it under
+    /// [`MetricDef::key`] (the results reader derives the few it computes).
+    pub of_summary: fn(&Summary) -> Option<f64>,
 }
 
 const fn latency(metric: Metric, key: &'static str, label: &'static str) -> MetricDef {
@@ -63,25 +97,50 @@ const fn latency(metric: Metric, key: &'static str, label: &'static str) -> Metr
         shape: Shape::Latency(metric),
         slo: true,
         compared: true,
+        evidence: Evidence::OwnSamples,
+        optional: false,
+        of_summary: |_| None,
     }
 }
 
+/// A one-number metric, higher is better, judged and compared; the builders below
+/// change what differs.
 const fn scalar(
     key: &'static str,
     label: &'static str,
     unit: Unit,
-    higher_is_better: bool,
-    slo: bool,
-    compared: bool,
+    evidence: Evidence,
+    of_summary: fn(&Summary) -> Option<f64>,
 ) -> MetricDef {
     MetricDef {
         key,
         label,
         unit,
-        higher_is_better,
+        higher_is_better: true,
         shape: Shape::Scalar,
-        slo,
-        compared,
+        slo: true,
+        compared: true,
+        evidence,
+        optional: false,
+        of_summary,
+    }
+}
+
+impl MetricDef {
+    const fn no_slo(self) -> MetricDef {
+        MetricDef { slo: false, ..self }
+    }
+    const fn not_compared(self) -> MetricDef {
+        MetricDef {
+            compared: false,
+            ..self
+        }
+    }
+    const fn optional(self) -> MetricDef {
+        MetricDef {
+            optional: true,
+            ..self
+        }
     }
 }
 
@@ -104,59 +163,68 @@ pub const METRICS: &[MetricDef] = &[
     scalar(
         "request_throughput",
         "request throughput",
-        Unit::PerSecond,
-        true,
-        true,
-        true,
+        Unit::RequestsPerSecond,
+        Evidence::E2elSamples,
+        |s| Some(s.request_throughput),
     ),
+    // A pooling case generates no output.
     scalar(
         "output_throughput",
         "output throughput",
-        Unit::PerSecond,
-        true,
-        true,
-        true,
+        Unit::TokensPerSecond,
+        Evidence::E2elSamples,
+        |s| (!s.pooling).then_some(s.output_throughput),
     ),
     scalar(
         "total_token_throughput",
         "total token throughput",
-        Unit::PerSecond,
-        true,
-        false,
-        true,
-    ),
+        Unit::TokensPerSecond,
+        Evidence::E2elSamples,
+        |s| Some(s.total_token_throughput),
+    )
+    .no_slo(),
     scalar(
         "request_goodput",
         "goodput",
-        Unit::PerSecond,
-        true,
-        false,
-        true,
-    ),
+        Unit::RequestsPerSecond,
+        Evidence::E2elSamples,
+        |s| s.request_goodput,
+    )
+    .no_slo(),
     scalar(
         "success_rate",
         "success rate",
         Unit::Percent,
-        true,
-        true,
-        true,
+        Evidence::Counts,
+        |s| (s.completed + s.failed > 0).then(|| s.success_rate()),
     ),
     scalar(
         "goodput_ratio",
         "goodput ratio",
         Unit::Ratio,
-        true,
-        true,
-        false,
-    ),
+        Evidence::None,
+        |s| {
+            s.request_goodput.map(|g| {
+                if s.request_throughput > 0.0 {
+                    g / s.request_throughput
+                } else {
+                    0.0
+                }
+            })
+        },
+    )
+    .not_compared(),
+    // Output tokens returned / asked for, over requests sent with `ignore_eos` (the
+    // `min_output_ratio` floor; see `metrics::checks`).
     scalar(
         "output_ratio",
         "output ratio",
         Unit::Percent,
-        true,
-        true,
-        false,
-    ),
+        Evidence::None,
+        |s| s.accounting.output_ratio,
+    )
+    .not_compared()
+    .optional(),
 ];
 
 /// The row of a latency metric.
@@ -276,7 +344,7 @@ mod tests {
         );
         assert_eq!(
             of_result_key("output_throughput").unwrap().unit,
-            Unit::PerSecond
+            Unit::TokensPerSecond
         );
         for bad in [
             "p99_ttft",

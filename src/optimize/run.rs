@@ -26,7 +26,7 @@ use crate::plan::{CaseParams, Service};
 use crate::planner::{Case, Planned};
 use crate::results::vllm_json::Header;
 use crate::service::target::{Resolved, resolve};
-use crate::slo::{Measured, Op, Slo, SloMetric};
+use crate::slo::{Op, Slo};
 use crate::timefmt;
 
 /// Which variable a stage varies, and how.
@@ -120,11 +120,7 @@ fn margins(
                 // A perfect success or goodput ratio cannot get better: its room above
                 // the floor is not a margin to report, nor a reason to rerun a point as
                 // "close to a threshold" (it made every pass read 1.01% at 100% vs 99%).
-                let perfect = match slo.metric {
-                    SloMetric::SuccessRate | SloMetric::OutputRatio => a >= 100.0,
-                    SloMetric::GoodputRatio => a >= 1.0,
-                    _ => false,
-                };
+                let perfect = slo.metric.def().unit.perfect().is_some_and(|p| a >= p);
                 if !perfect {
                     min = min.min(m);
                 }

@@ -201,21 +201,20 @@ fn worse_p_value(
         }
     }
     let hist = |r: &Map<String, Value>, m: &str| CaseFile::new(r).histogram(m);
-    // A latency's own samples; a throughput's through its requests' E2EL.
-    let sampled = match table::of_result_key(k)?.shape {
-        table::Shape::Latency(m) => Some(m.name()),
-        table::Shape::Scalar if k.ends_with("_throughput") || k == "request_goodput" => {
-            Some("e2el")
+    let def = table::of_result_key(k)?;
+    match (def.evidence, def.shape) {
+        (table::Evidence::OwnSamples, table::Shape::Latency(m)) => {
+            slower_by_more_than(&hist(base, m.name())?, &hist(cand, m.name())?, margin)
         }
-        table::Shape::Scalar => None,
-    };
-    match (k, sampled) {
-        ("success_rate", _) => {
+        // A throughput's requests, through their E2EL.
+        (table::Evidence::E2elSamples, _) => {
+            slower_by_more_than(&hist(base, "e2el")?, &hist(cand, "e2el")?, margin)
+        }
+        (table::Evidence::Counts, _) => {
             let ((bo, bf), (co, cf)) =
                 (CaseFile::new(base).counts()?, CaseFile::new(cand).counts()?);
             proportion_lower(bo, bo + bf, co, co + cf, margin)
         }
-        (_, Some(m)) => slower_by_more_than(&hist(base, m)?, &hist(cand, m)?, margin),
         _ => None,
     }
 }

@@ -8,6 +8,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::metrics::hist;
+use crate::metrics::table::MetricDef;
 use crate::metrics::summary::{LatencyStats, Summary};
 use crate::plan::CaseParams;
 use crate::plan::params::Metric;
@@ -225,6 +226,16 @@ impl<'a> CaseFile<'a> {
         let good = self.number("request_goodput")?;
         let all = self.number("request_throughput").unwrap_or(0.0);
         Some(if all > 0.0 { good / all } else { 0.0 })
+    }
+
+    /// Requests per second, in vLLM's wording.
+    pub fn request_throughput(&self) -> Option<f64> {
+        self.number("request_throughput")
+    }
+
+    /// Output tokens per second; None for a pooling result (it has no such key).
+    pub fn output_throughput(&self) -> Option<f64> {
+        self.number("output_throughput")
     }
 
     pub fn max_concurrency(&self) -> Option<u64> {
@@ -572,24 +583,18 @@ impl Measured for CaseFile<'_> {
     fn completed(&self) -> Option<f64> {
         self.number("completed")
     }
-    fn success_rate(&self) -> Option<f64> {
-        CaseFile::success_rate(self)
-    }
     fn latency(&self, stat: Stat, metric: Metric) -> Option<f64> {
         self.latency_ms(&stat.label(), metric.name())
     }
-    fn goodput_ratio(&self) -> Option<f64> {
-        CaseFile::goodput_ratio(self)
-    }
-    fn request_throughput(&self) -> Option<f64> {
-        self.number("request_throughput")
-    }
-    // A pooling result has no output throughput key.
-    fn output_throughput(&self) -> Option<f64> {
-        self.number("output_throughput")
-    }
-    fn output_ratio(&self) -> Option<f64> {
-        CaseFile::output_ratio(self)
+    /// A row's result key, but for the few the file keeps in another form (a pooling
+    /// result has no output throughput key, so it stays None).
+    fn scalar(&self, def: &'static MetricDef) -> Option<f64> {
+        match def.key {
+            "success_rate" => self.success_rate(),
+            "goodput_ratio" => self.goodput_ratio(),
+            "output_ratio" => self.output_ratio(),
+            k => self.number(k),
+        }
     }
 }
 

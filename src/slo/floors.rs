@@ -59,7 +59,7 @@ pub fn min_success_floor(slos: &[(Slo, String)], defaults: &CaseParams) -> Optio
     floor(
         slos,
         MIN_SUCCESS_RATE,
-        SloMetric::SuccessRate,
+        SloMetric::scalar("success_rate").expect("the success rate is an SLO row"),
         defaults.min_success_rate,
         95.0,
     )
@@ -76,7 +76,7 @@ pub fn min_output_floor(slos: &[(Slo, String)], defaults: &CaseParams) -> Option
     floor(
         slos,
         MIN_OUTPUT_RATIO,
-        SloMetric::OutputRatio,
+        SloMetric::scalar("output_ratio").expect("the output ratio is an SLO row"),
         defaults.min_output_ratio,
         90.0,
     )

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 pub mod floors;
 
+use crate::metrics::table::{self, MetricDef, Shape, Unit};
 use crate::plan::params::Metric;
 use crate::plan::units::{parse_duration, parse_percent};
 
@@ -26,21 +27,28 @@ pub enum Stat {
     Percentile(f64),
 }
 
-/// What an SLO looks at.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// What an SLO looks at: a statistic of a latency family, or a one-number row of the
+/// metric table (`metrics::table`), whose row says its unit, direction and reading.
+#[derive(Debug, Clone, Copy)]
 pub enum SloMetric {
-    Latency {
-        stat: Stat,
-        metric: Metric,
-    },
-    SuccessRate,
-    GoodputRatio,
-    RequestThroughput,
-    OutputThroughput,
-    /// Output tokens returned / asked for, in percent, over requests sent with
-    /// `ignore_eos` (the `min_output_ratio` floor; see `metrics::checks`).
-    OutputRatio,
+    Latency { stat: Stat, metric: Metric },
+    Scalar(&'static MetricDef),
+}
+
+impl PartialEq for SloMetric {
+    fn eq(&self, other: &SloMetric) -> bool {
+        match (self, other) {
+            (
+                SloMetric::Latency { stat, metric },
+                SloMetric::Latency {
+                    stat: s,
+                    metric: m,
+                },
+            ) => stat == s && metric == m,
+            (SloMetric::Scalar(a), SloMetric::Scalar(b)) => a.key == b.key,
+            _ => false,
+        }
+    }
 }
 
 /// A comparison; the SLO holds when `actual OP threshold`.
@@ -68,7 +76,7 @@ impl Op {
 }
 
 /// One parsed SLO check.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Slo {
     /// The key as canonically written, such as `p99_ttft` or `success_rate`.
     pub key: String,
@@ -96,16 +104,8 @@ impl SloMetric {
     /// Parses a key such as `p99.9_ttft`, `p99_client_queue_time` or `success_rate`: a
     /// row of the metric table (`metrics::table`) that an SLO may judge.
     pub fn parse(key: &str) -> Result<SloMetric, String> {
-        use crate::metrics::table::{self, Shape};
-        if table::scalar_named(key).is_some_and(|d| d.slo) {
-            match key {
-                "success_rate" => return Ok(SloMetric::SuccessRate),
-                "goodput_ratio" => return Ok(SloMetric::GoodputRatio),
-                "request_throughput" => return Ok(SloMetric::RequestThroughput),
-                "output_throughput" => return Ok(SloMetric::OutputThroughput),
-                "output_ratio" => return Ok(SloMetric::OutputRatio),
-                _ => {}
-            }
+        if let Some(d) = table::scalar_named(key).filter(|d| d.slo) {
+            return Ok(SloMetric::Scalar(d));
         }
         let bad = || format!("`{key}` is not an SLO key");
         // The statistic is the first segment; the family may hold underscores.
@@ -138,11 +138,34 @@ impl SloMetric {
         Ok(SloMetric::Latency { stat, metric })
     }
 
-    /// The operator used when none is written (the seed's convention).
-    fn default_op(self) -> Op {
+    /// A one-number metric by its table key (`success_rate`); None when no row an SLO
+    /// may judge has it.
+    pub fn scalar(key: &str) -> Option<SloMetric> {
+        table::scalar_named(key)
+            .filter(|d| d.slo)
+            .map(SloMetric::Scalar)
+    }
+
+    /// The metric's row in the table.
+    pub fn def(self) -> &'static MetricDef {
         match self {
-            SloMetric::Latency { .. } => Op::Le,
-            _ => Op::Ge,
+            SloMetric::Latency { metric, .. } => table::latency_def(metric),
+            SloMetric::Scalar(d) => d,
+        }
+    }
+
+    /// Whether this is the one-number metric `key`.
+    pub fn is(self, key: &str) -> bool {
+        matches!(self, SloMetric::Scalar(d) if d.key == key)
+    }
+
+    /// The operator used when none is written (the seed's convention): at most for
+    /// what is better lower, at least for what is better higher.
+    fn default_op(self) -> Op {
+        if self.def().higher_is_better {
+            Op::Ge
+        } else {
+            Op::Le
         }
     }
 
@@ -152,11 +175,7 @@ impl SloMetric {
             SloMetric::Latency { stat, metric } => {
                 format!("{}_{}_ms", stat.label(), metric.name())
             }
-            SloMetric::SuccessRate => "success_rate".into(),
-            SloMetric::GoodputRatio => "goodput_ratio".into(),
-            SloMetric::RequestThroughput => "request_throughput".into(),
-            SloMetric::OutputThroughput => "output_throughput".into(),
-            SloMetric::OutputRatio => "output_ratio".into(),
+            SloMetric::Scalar(d) => d.key.into(),
         }
     }
 
@@ -184,26 +203,29 @@ impl SloMetric {
                     .map(|d| (d.as_secs_f64() * 1e12).round() / 1e9)
                     .map_err(|_| format!("`{text}` is not a latency; write 500ms or 1.5s")),
             },
-            SloMetric::SuccessRate | SloMetric::OutputRatio => match bare_number {
-                Some(p) => Ok(p),
-                None if text.trim().ends_with('%') => parse_percent(text).map(|f| f * 100.0),
-                None => text
+            SloMetric::Scalar(d) => match (d.unit, bare_number) {
+                (_, Some(x)) => Ok(x),
+                (Unit::Percent, None) if text.trim().ends_with('%') => {
+                    parse_percent(text).map(|f| f * 100.0)
+                }
+                (Unit::Percent, None) => text
                     .trim()
                     .parse::<f64>()
                     .map_err(|_| format!("`{text}` is not a percentage; write 99%")),
-            },
-            SloMetric::GoodputRatio => match bare_number {
-                Some(f) => Ok(f),
-                None => parse_percent(text),
-            },
-            SloMetric::RequestThroughput | SloMetric::OutputThroughput => match bare_number {
-                Some(x) => Ok(x),
-                None => text
-                    .trim()
-                    .trim_end_matches("/s")
-                    .trim()
-                    .parse::<f64>()
-                    .map_err(|_| format!("`{text}` is not a number per second")),
+                (Unit::Ratio, None) => parse_percent(text),
+                (Unit::Ms, None) => parse_duration(text)
+                    .map(|d| (d.as_secs_f64() * 1e12).round() / 1e9)
+                    .map_err(|_| format!("`{text}` is not a duration; write 500ms or 1.5s")),
+                (Unit::RequestsPerSecond | Unit::TokensPerSecond, None) => {
+                    let t = text.trim();
+                    t.strip_suffix(d.unit.suffix().trim())
+                        .unwrap_or(t)
+                        .trim()
+                        .trim_end_matches("/s")
+                        .trim()
+                        .parse::<f64>()
+                        .map_err(|_| format!("`{text}` is not a number per second"))
+                }
             },
         }
     }
@@ -214,26 +236,15 @@ impl SloMetric {
 pub trait Measured {
     /// Completed requests.
     fn completed(&self) -> Option<f64>;
-    /// Completed over all requests, in percent; None without requests.
-    fn success_rate(&self) -> Option<f64>;
     /// A latency statistic in milliseconds.
     fn latency(&self, stat: Stat, metric: Metric) -> Option<f64>;
-    /// Good requests per second over all requests per second.
-    fn goodput_ratio(&self) -> Option<f64>;
-    fn request_throughput(&self) -> Option<f64>;
-    /// None for a pooling case (it generates no output).
-    fn output_throughput(&self) -> Option<f64>;
-    /// Returned over asked output tokens in percent, for an `ignore_eos` case.
-    fn output_ratio(&self) -> Option<f64>;
+    /// A one-number metric of the table, in its row's unit; None when the case lacks it.
+    fn scalar(&self, def: &'static MetricDef) -> Option<f64>;
 }
 
 impl Measured for crate::metrics::summary::Summary {
     fn completed(&self) -> Option<f64> {
         Some(self.completed as f64)
-    }
-    fn success_rate(&self) -> Option<f64> {
-        (self.completed + self.failed > 0)
-            .then(|| crate::metrics::summary::Summary::success_rate(self))
     }
     fn latency(&self, stat: Stat, metric: Metric) -> Option<f64> {
         let st = self.stat(metric)?;
@@ -248,23 +259,8 @@ impl Measured for crate::metrics::summary::Summary {
                 .map(|(_, v)| *v),
         }
     }
-    fn goodput_ratio(&self) -> Option<f64> {
-        self.request_goodput.map(|g| {
-            if self.request_throughput > 0.0 {
-                g / self.request_throughput
-            } else {
-                0.0
-            }
-        })
-    }
-    fn request_throughput(&self) -> Option<f64> {
-        Some(self.request_throughput)
-    }
-    fn output_throughput(&self) -> Option<f64> {
-        (!self.pooling).then_some(self.output_throughput)
-    }
-    fn output_ratio(&self) -> Option<f64> {
-        self.accounting.output_ratio
+    fn scalar(&self, def: &'static MetricDef) -> Option<f64> {
+        (def.of_summary)(self)
     }
 }
 
@@ -343,13 +339,7 @@ impl Slo {
 
     /// The unit the threshold is in, for display.
     pub fn unit(&self) -> &'static str {
-        match self.metric {
-            SloMetric::Latency { .. } => "ms",
-            SloMetric::SuccessRate | SloMetric::OutputRatio => "%",
-            SloMetric::GoodputRatio => "",
-            SloMetric::RequestThroughput => " req/s",
-            SloMetric::OutputThroughput => " tok/s",
-        }
+        self.metric.def().unit.suffix()
     }
 }
 
@@ -469,11 +459,7 @@ impl Slo {
             // read 0.00 ms, which would pass any latency SLO).
             SloMetric::Latency { .. } if m.completed() == Some(0.0) => None,
             SloMetric::Latency { stat, metric } => m.latency(stat, metric),
-            SloMetric::SuccessRate => m.success_rate(),
-            SloMetric::GoodputRatio => m.goodput_ratio(),
-            SloMetric::RequestThroughput => m.request_throughput(),
-            SloMetric::OutputThroughput => m.output_throughput(),
-            SloMetric::OutputRatio => m.output_ratio(),
+            SloMetric::Scalar(d) => m.scalar(d),
         }
     }
 
@@ -481,7 +467,7 @@ impl Slo {
     /// ratio of a case sent without `ignore_eos` (its outputs may end early on purpose).
     /// Such a verdict is left out; every other missing metric fails.
     pub fn not_applicable(&self, actual: Option<f64>) -> bool {
-        self.metric == SloMetric::OutputRatio && actual.is_none()
+        self.metric.def().optional && actual.is_none()
     }
 
     /// Judges this SLO on a case's numbers (a summary, or a merged, repeated or other

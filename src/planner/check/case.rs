@@ -402,7 +402,7 @@ fn check_slo_needs(case: &Case, slos: &[(Slo, String)], out: &mut Vec<Diagnostic
                 );
             }
         }
-        if slo.metric == SloMetric::GoodputRatio
+        if slo.metric.is("goodput_ratio")
             && p.goodput
                 .as_ref()
                 .is_none_or(|g| g.ttft.is_none() && g.tpot.is_none() && g.e2el.is_none())

@@ -22,8 +22,9 @@ use serde_json::{Map, Value, json};
 use crate::exit::Exit;
 use crate::files::write_atomic;
 use crate::planner::Planned;
-use crate::report::csv::Row;
-use crate::report::view::{ReportView, RunHead, ServiceView, axis_values, case_view};
+use crate::report::view::{Judged, ReportView, ServiceView, axis_values};
+use crate::results::read::CaseFile;
+use indexmap::IndexMap;
 use crate::results::lock::FolderLock;
 use crate::results::manifest::Manifest;
 use crate::timefmt;
@@ -278,6 +279,16 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         // The matrix values, so `benchplan report` can show them as columns again.
         manifest.cases[i].axes = axis_values(case.assignments.iter().map(|a| (&*a.key, &a.value)));
     }
+    // What the report shows above its cases, kept so `report DIR` shows it again; the
+    // comparison and the trend join it once judged (below).
+    let head = Judged {
+        description: plan.description.clone(),
+        slos: slo_lines(planned),
+        have_slos: planned.user_slos > 0,
+        comparison: None,
+        trend: None,
+    };
+    manifest.judged = Some(json!(head));
     let manifest_failed = match manifest.write(&dir) {
         Ok(()) => false,
         Err(e) => {
@@ -288,33 +299,21 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
             true
         }
     };
-    let (views, rows, runtime_error) = case_views(planned, outcomes);
-    let head = RunHead {
-        plan: plan.name.clone().unwrap_or_default(),
-        description: plan.description.clone(),
-        started: timefmt::iso(started),
-        finished: timefmt::iso(finished),
-        command: settings.command.clone(),
-        services: service_views,
-        slos: planned
-            .slos
-            .iter()
-            .map(|(s, _)| format!("{} {} {}{}", s.key, s.op.symbol(), s.threshold, s.unit()))
-            .chain(planned.service_slos.iter().flat_map(|(name, own)| {
-                own.iter().map(move |(s, _)| {
-                    format!(
-                        "{} {} {}{} (service {name})",
-                        s.key,
-                        s.op.symbol(),
-                        s.threshold,
-                        s.unit()
-                    )
-                })
-            }))
-            .collect(),
-        folder: Some(dir.display().to_string()),
+    let runtime_error = print_problems(planned, &outcomes);
+    let results: IndexMap<String, Map<String, Value>> = planned
+        .cases
+        .iter()
+        .zip(outcomes)
+        .filter_map(|(c, o)| o.result.map(|r| (c.id.clone(), r)))
+        .collect();
+    // The one view builder, from the manifest and results `report DIR` reads back.
+    let (mut report, rows) = match ReportView::from_run(&dir, Some(&manifest), &results) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Runtime;
+        }
     };
-    let mut report = ReportView::assemble(head, views, planned.user_slos > 0);
     let (regression, history_failed) = judge(planned, settings, &dir, &mut report);
     let reports = crate::report::write::write_reports(
         &dir,
@@ -345,10 +344,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
     }
     eprintln!("report: {}", dir.join("report.md").display());
     // What was judged, so `report DIR` rebuilds the same verdict (see `Judged`).
-    manifest.judged = Some(json!(crate::report::view::Judged::of(
-        &report,
-        planned.user_slos > 0
-    )));
+    manifest.judged = Some(json!(Judged::of(&report, planned.user_slos > 0)));
     verdict(
         &report,
         regression,
@@ -586,14 +582,9 @@ fn first_manifest(
     manifest
 }
 
-/// The report's view of each case and its summary.csv row, in plan order, printing
-/// each case's problems and warnings; whether any case failed at run time.
-fn case_views(
-    planned: &Planned,
-    outcomes: Vec<case::CaseOutcome>,
-) -> (Vec<crate::report::view::CaseView>, Vec<Row>, bool) {
-    let mut views = Vec::new();
-    let mut rows = Vec::new();
+/// Prints each case's problems and its result's warnings; whether any case failed at
+/// run time.
+fn print_problems(planned: &Planned, outcomes: &[case::CaseOutcome]) -> bool {
     let mut runtime_error = false;
     for (case, o) in planned.cases.iter().zip(outcomes) {
         runtime_error |=
@@ -601,26 +592,28 @@ fn case_views(
         for p in &o.problems {
             eprintln!("error: case {}: {}", case.id, crate::escape::console(p));
         }
-        let mut view = case_view(
-            &case.id,
-            &case.service,
-            o.status.as_str(),
-            o.result.as_ref(),
-            o.error,
-        );
-        view.axes = axis_values(case.assignments.iter().map(|a| (&*a.key, &a.value)));
-        for w in &view.warnings {
-            eprintln!("warning: case {}: {}", case.id, crate::escape::console(w));
+        if let Some(r) = &o.result {
+            for w in CaseFile::new(r).warnings() {
+                eprintln!("warning: case {}: {}", case.id, crate::escape::console(&w));
+            }
         }
-        views.push(view);
-        rows.push(Row {
-            id: case.id.clone(),
-            service: case.service.clone(),
-            status: o.status.as_str().into(),
-            result: o.result,
-        });
     }
-    (views, rows, runtime_error)
+    runtime_error
+}
+
+/// The SLOs the plan judges, as the report's head lists them (`p99_ttft <= 500ms`, a
+/// service's own marked so).
+fn slo_lines(planned: &Planned) -> Vec<String> {
+    let line = |s: &crate::slo::Slo| format!("{} {} {}{}", s.key, s.op.symbol(), s.threshold, s.unit());
+    planned
+        .slos
+        .iter()
+        .map(|(s, _)| line(s))
+        .chain(planned.service_slos.iter().flat_map(|(name, own)| {
+            own.iter()
+                .map(move |(s, _)| format!("{} (service {name})", line(s)))
+        }))
+        .collect()
 }
 
 /// Appends the run's cases to the plan's history and judges the history's trend

@@ -1,7 +1,11 @@
-//! The report's view of a finished run folder ([`from_folder`]): what `benchplan
-//! report DIR` and `merge` render, read back from the manifest and the result files.
+//! The one builder of a report's view ([`ReportView::from_run`]): from a run's manifest
+//! and its result files, whether `run` holds them in memory or `report DIR` and `merge`
+//! read them back ([`from_folder`]); so a folder renders the same report either way.
 
 use std::path::Path;
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
 
 use super::compare::load_results;
 use super::csv::Row;
@@ -15,16 +19,36 @@ use crate::results::read::CaseFile;
 pub fn from_folder(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
     let results = load_results(dir)?;
     let manifest = Manifest::read_if_any(dir)?;
+    ReportView::from_run(dir, manifest.as_ref(), &results)
+}
+
+impl ReportView {
+    /// The view of run folder `dir` from its manifest (none for a folder of plain
+    /// `vllm bench serve` results) and its results by case id: the cases in the
+    /// manifest's order with their failures, and what the run judged (`Judged`).
+    pub fn from_run(
+        dir: &Path,
+        manifest: Option<&Manifest>,
+        results: &IndexMap<String, Map<String, Value>>,
+    ) -> Result<(ReportView, Vec<Row>), String> {
+        view_of(dir, manifest, results)
+    }
+}
+
+fn view_of(
+    dir: &Path,
+    manifest: Option<&Manifest>,
+    results: &IndexMap<String, Map<String, Value>>,
+) -> Result<(ReportView, Vec<Row>), String> {
     let mut views = Vec::new();
     let mut rows = Vec::new();
     let axes_of = |id: &str| -> indexmap::IndexMap<String, String> {
         manifest
-            .as_ref()
             .and_then(|m| m.case(id))
             .map(|c| c.axes.clone())
             .unwrap_or_default()
     };
-    let listed: Vec<(String, String, Option<String>, Option<String>)> = match manifest.as_ref() {
+    let listed: Vec<(String, String, Option<String>, Option<String>)> = match manifest {
         Some(m) => m
             .cases
             .iter()
@@ -80,7 +104,6 @@ pub fn from_folder(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
     }
     // What the run judged beside its cases, as it recorded it (see `Judged`).
     let judged: Option<Judged> = manifest
-        .as_ref()
         .and_then(|m| m.judged.clone())
         .and_then(|j| serde_json::from_value(j).ok());
     let have_slos = judged.as_ref().map_or_else(
@@ -141,7 +164,6 @@ pub fn from_folder(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
     };
     let head = RunHead {
         plan: manifest
-            .as_ref()
             .and_then(|m| m.plan.as_deref())
             .map_or_else(
                 || {
@@ -153,10 +175,9 @@ pub fn from_folder(dir: &Path) -> Result<(ReportView, Vec<Row>), String> {
                 str::to_string,
             ),
         description: judged.as_ref().and_then(|j| j.description.clone()),
-        started: span(true, manifest.as_ref().and_then(|m| m.started.as_ref())),
-        finished: span(false, manifest.as_ref().and_then(|m| m.finished.as_ref())),
+        started: span(true, manifest.and_then(|m| m.started.as_ref())),
+        finished: span(false, manifest.and_then(|m| m.finished.as_ref())),
         command: manifest
-            .as_ref()
             .map(|m| m.command.clone())
             .unwrap_or_default(),
         services,

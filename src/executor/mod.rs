@@ -23,13 +23,13 @@ use crate::exit::Exit;
 use crate::files::write_atomic;
 use crate::planner::Planned;
 use crate::report::view::{Judged, ReportView, ServiceView, axis_values};
-use crate::results::read::CaseFile;
-use indexmap::IndexMap;
 use crate::results::lock::FolderLock;
 use crate::results::manifest::Manifest;
+use crate::results::read::CaseFile;
 use crate::timefmt;
 use case::Status;
 pub use control::RunControl;
+use indexmap::IndexMap;
 
 /// How `run` was asked to behave beyond the plan.
 #[derive(Debug, Clone, Default)]
@@ -604,7 +604,8 @@ fn print_problems(planned: &Planned, outcomes: &[case::CaseOutcome]) -> bool {
 /// The SLOs the plan judges, as the report's head lists them (`p99_ttft <= 500ms`, a
 /// service's own marked so).
 fn slo_lines(planned: &Planned) -> Vec<String> {
-    let line = |s: &crate::slo::Slo| format!("{} {} {}{}", s.key, s.op.symbol(), s.threshold, s.unit());
+    let line =
+        |s: &crate::slo::Slo| format!("{} {} {}{}", s.key, s.op.symbol(), s.threshold, s.unit());
     planned
         .slos
         .iter()

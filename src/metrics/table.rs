@@ -175,6 +175,14 @@ pub const METRICS: &[MetricDef] = &[
         Evidence::E2elSamples,
         |s| (!s.pooling).then_some(s.output_throughput),
     ),
+    // vLLM's peak: the fullest one-second bucket of output tokens.
+    scalar(
+        "max_output_tokens_per_s",
+        "peak output throughput",
+        Unit::TokensPerSecond,
+        Evidence::None,
+        |s| (!s.pooling).then_some(s.max_output_tokens_per_s),
+    ),
     scalar(
         "total_token_throughput",
         "total token throughput",
@@ -358,6 +366,15 @@ mod tests {
         }
         assert!(higher_is_better("request_goodput") && higher_is_better("success_rate"));
         assert!(!higher_is_better("p99_itl_ms") && !higher_is_better("unknown"));
+        // A row added to the table is an SLO key and a compared metric at once.
+        let peak = crate::slo::Slo::from_entry(
+            "max_output_tokens_per_s",
+            &serde_json::json!(">= 100 tok/s"),
+        )
+        .unwrap();
+        assert_eq!((peak.threshold, peak.unit()), (100.0, " tok/s"));
+        assert!(is_compared("max_output_tokens_per_s"));
+        assert!(higher_is_better("max_output_tokens_per_s"));
         // Every default compared key has a compared row, and every latency metric a row.
         assert!(DEFAULT_COMPARED.iter().all(|k| is_compared(k)));
         for m in Metric::ALL {

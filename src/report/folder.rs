@@ -163,23 +163,19 @@ fn view_of(
         d.map_or_else(String::new, |d| d.to_string())
     };
     let head = RunHead {
-        plan: manifest
-            .and_then(|m| m.plan.as_deref())
-            .map_or_else(
-                || {
-                    dir.file_name()
-                        .and_then(|n| n.to_str())
-                        .unwrap_or("results")
-                        .to_string()
-                },
-                str::to_string,
-            ),
+        plan: manifest.and_then(|m| m.plan.as_deref()).map_or_else(
+            || {
+                dir.file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or("results")
+                    .to_string()
+            },
+            str::to_string,
+        ),
         description: judged.as_ref().and_then(|j| j.description.clone()),
         started: span(true, manifest.and_then(|m| m.started.as_ref())),
         finished: span(false, manifest.and_then(|m| m.finished.as_ref())),
-        command: manifest
-            .map(|m| m.command.clone())
-            .unwrap_or_default(),
+        command: manifest.map(|m| m.command.clone()).unwrap_or_default(),
         services,
         slos: judged.as_ref().map_or(slos, |j| j.slos.clone()),
         folder: Some(dir.display().to_string()),

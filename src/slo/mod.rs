@@ -38,13 +38,9 @@ pub enum SloMetric {
 impl PartialEq for SloMetric {
     fn eq(&self, other: &SloMetric) -> bool {
         match (self, other) {
-            (
-                SloMetric::Latency { stat, metric },
-                SloMetric::Latency {
-                    stat: s,
-                    metric: m,
-                },
-            ) => stat == s && metric == m,
+            (SloMetric::Latency { stat, metric }, SloMetric::Latency { stat: s, metric: m }) => {
+                stat == s && metric == m
+            }
             (SloMetric::Scalar(a), SloMetric::Scalar(b)) => a.key == b.key,
             _ => false,
         }

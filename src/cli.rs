@@ -80,41 +80,10 @@ pub enum Command {
     Run {
         #[command(flatten)]
         plan: PlanArgs,
-        /// Results folder (default: the plan's execution.results_dir).
-        #[arg(long)]
-        results_dir: Option<PathBuf>,
-        /// A minijinja template replacing the built-in report.
-        #[arg(long)]
-        template: Option<PathBuf>,
-        /// A minijinja template replacing the built-in report.html.
-        #[arg(long)]
-        html_template: Option<PathBuf>,
-        /// Draw no SVG charts (report.md and report.html then have none).
-        #[arg(long)]
-        no_charts: bool,
-        /// Build every case's dataset, print its lengths, send nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// No progress bar.
-        #[arg(long)]
-        quiet: bool,
-        /// Without a terminal (a CI log), one progress line per running case this often,
-        /// in seconds (0: none).
-        #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
-        progress_every: f64,
-        /// Finish the unfinished cases of an earlier run folder (the plan must be unchanged).
-        #[arg(long)]
-        resume: Option<PathBuf>,
-        /// Run only the cases of these services or whose ids match these globs (`*`,
-        /// `?`): into a new folder, or with --resume, again in that folder (their old
-        /// results replaced; the others kept). Repeatable.
-        #[arg(long, value_name = "PATTERN", num_args = 1..)]
-        only: Vec<String>,
-        /// Write JUnit XML: one test per case and SLO.
-        #[arg(long)]
-        junit: Option<PathBuf>,
         #[command(flatten)]
-        shard: ShardArgs,
+        run: crate::commands::run::RunArgs,
+        #[command(flatten)]
+        shard: crate::commands::run::ShardArgs,
     },
     /// Run only the plan's SLO searches (`run` runs them after the matrix).
     Optimize {
@@ -265,41 +234,6 @@ pub struct PlanArgs {
     pub format: Option<Format>,
 }
 
-/// Running one share of a plan's cases (see `planner::shard`).
-#[derive(Debug, Clone, clap::Args)]
-pub struct ShardArgs {
-    /// Run only shard I of N (0-based I, such as 0/3): this process's share of the cases.
-    #[arg(long, value_name = "I/N", conflicts_with = "shard_from_env")]
-    pub shard: Option<String>,
-    /// Read I (and N) from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs, with --shard-count), CI_NODE_INDEX/CI_NODE_TOTAL (GitLab) or BENCHPLAN_SHARD_INDEX/BENCHPLAN_SHARD_COUNT.
-    #[arg(long)]
-    pub shard_from_env: bool,
-    /// N for --shard-from-env when the environment has only the index (a Job's `completions`).
-    #[arg(long, value_name = "N")]
-    pub shard_count: Option<usize>,
-    /// Cut shards by service (default: no two shards load one endpoint), by case, or by repeat (one case's repeats on several shards, pooled by the merge).
-    #[arg(long, value_enum, default_value_t)]
-    pub shard_by: crate::planner::shard::ShardBy,
-    /// Exit 0 whenever the shard ran, even when an SLO failed or a metric regressed: the merge judges.
-    #[arg(long)]
-    pub defer_verdict: bool,
-}
-
-impl ShardArgs {
-    /// The shard this process runs, if it runs one.
-    pub fn shard(&self) -> Result<Option<crate::planner::shard::Shard>, String> {
-        use crate::planner::shard::Shard;
-        if let Some(text) = &self.shard {
-            return Shard::parse(text, self.shard_by).map(Some);
-        }
-        if self.shard_from_env {
-            return Shard::from_env(self.shard_count, self.shard_by, &|k| std::env::var(k).ok())
-                .map(Some);
-        }
-        Ok(None)
-    }
-}
-
 impl PlanArgs {
     /// Reads, overrides and plans; diagnostics on failure.
     pub fn load(&self) -> Result<Planned, Diagnostics> {
@@ -320,34 +254,8 @@ impl PlanArgs {
 /// Runs a parsed command line; `main` turns the verdict into the process exit code.
 pub fn run(cli: Cli) -> Exit {
     match cli.command {
-        Command::Validate(args) => with_plan(&args, |p| {
-            let services = p.service_count();
-            println!(
-                "{}: {} case{}, {} service{}",
-                p.source.name,
-                p.cases.len(),
-                plural(p.cases.len()),
-                services,
-                plural(services)
-            );
-            Exit::Ok
-        }),
-        Command::Cases { plan, json } => with_plan(&plan, |p| {
-            let mut out = std::io::stdout().lock();
-            let r = if json {
-                print_cases_json(p, &mut out)
-            } else {
-                print_cases_table(p, &mut out)
-            };
-            match r {
-                Ok(()) => Exit::Ok,
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Ok,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    Exit::Runtime
-                }
-            }
-        }),
+        Command::Validate(args) => with_plan(&args, validate),
+        Command::Cases { plan, json } => with_plan(&plan, |p| cases(p, json)),
         Command::Schema => {
             print!("{}", crate::plan::schema::plan_schema_json());
             Exit::Ok
@@ -355,21 +263,7 @@ pub fn run(cli: Cli) -> Exit {
         Command::Sim(args) => crate::sim::cli::run(&args),
         Command::Bench(args) => crate::commands::bench::run(&args),
         Command::Init(args) => crate::commands::init::run(&args),
-        Command::Completions { shell } => {
-            // Into a buffer first: clap_complete panics on a closed pipe (`| head`).
-            let mut script = Vec::new();
-            // The derive's command: refused vLLM flags are not offered.
-            let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut cmd, "benchplan", &mut script);
-            match std::io::stdout().write_all(&script) {
-                Ok(()) => Exit::Ok,
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Ok,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    Exit::Runtime
-                }
-            }
-        }
+        Command::Completions { shell } => completions(shell),
         Command::Man { dir } => match write_man(dir.as_deref()) {
             Ok(()) => Exit::Ok,
             Err(e) => {
@@ -466,81 +360,58 @@ pub fn run(cli: Cli) -> Exit {
             threshold,
             metric_threshold,
         } => crate::commands::report::compare(&base, &cand, &threshold, &metric_threshold),
-        Command::Run {
-            plan,
-            results_dir,
-            template,
-            html_template,
-            no_charts,
-            dry_run,
-            quiet,
-            progress_every,
-            resume,
-            only,
-            junit,
-            shard,
-        } => with_plan(&plan, |full| {
-            let plan_hash = crate::executor::plan_hash(full);
-            let picked = match shard.shard() {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Exit::BadPlan;
-                }
-            };
-            let selection = match full.select(picked, &only, resume.is_some()) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Exit::BadPlan;
-                }
-            };
-            for n in &selection.notes {
-                eprintln!("{n}");
-            }
-            let p = &selection.planned;
-            if dry_run {
-                return crate::commands::dry_run::print(p);
-            }
-            let settings = crate::executor::RunSettings {
-                results_dir,
-                template: template.or_else(|| p.plan.report.template.clone()),
-                html_template: html_template.or_else(|| p.plan.report.html_template.clone()),
-                no_charts: no_charts || !p.plan.report.charts,
-                command: crate::redact::this_command(),
-                progress: !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-                progress_lines: (!quiet
-                    && !std::io::IsTerminal::is_terminal(&std::io::stderr())
-                    && progress_every > 0.0
-                    && progress_every.is_finite())
-                .then(|| std::time::Duration::from_secs_f64(progress_every)),
-                quiet,
-                resume,
-                rerun: only,
-                junit,
-                shard: picked.map(|s| crate::executor::ShardRun {
-                    shard: s,
-                    plan_hash: plan_hash.clone(),
-                    all_cases: full.cases.len(),
-                    all_ids: full.cases.iter().map(|c| c.id.clone()).collect(),
-                }),
-            };
-            let code = crate::executor::run(p, &settings);
-            // A shard's verdict belongs to the merge; a tool error still fails the shard.
-            if shard.defer_verdict && matches!(code, Exit::SloViolated | Exit::Regression) {
-                eprintln!("verdict deferred to the merge (--defer-verdict): exit 0");
-                return Exit::Ok;
-            }
-            if p.plan.optimize.is_none() || code == Exit::Runtime {
-                return code;
-            }
-            // Then the searches; the worse verdict wins (see `Exit::worst`).
-            code.worst(crate::optimize::run::run(
-                p,
-                settings.results_dir.as_deref(),
-                !settings.no_charts,
-            ))
-        }),
+        Command::Run { plan, run, shard } => {
+            with_plan(&plan, |full| crate::commands::run::run(full, run, &shard))
+        }
+    }
+}
+
+/// `validate`: the plan's size, once it planned without an error.
+fn validate(p: &Planned) -> Exit {
+    let services = p.service_count();
+    println!(
+        "{}: {} case{}, {} service{}",
+        p.source.name,
+        p.cases.len(),
+        plural(p.cases.len()),
+        services,
+        plural(services)
+    );
+    Exit::Ok
+}
+
+/// `cases`: the planned cases as a table or JSON (a closed pipe is not an error).
+fn cases(p: &Planned, json: bool) -> Exit {
+    let mut out = std::io::stdout().lock();
+    let r = if json {
+        print_cases_json(p, &mut out)
+    } else {
+        print_cases_table(p, &mut out)
+    };
+    match r {
+        Ok(()) => Exit::Ok,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Ok,
+        Err(e) => {
+            eprintln!("error: {e}");
+            Exit::Runtime
+        }
+    }
+}
+
+/// `completions`: the shell's completion script.
+fn completions(shell: clap_complete::Shell) -> Exit {
+    // Into a buffer first: clap_complete panics on a closed pipe (`| head`).
+    let mut script = Vec::new();
+    // The derive's command: refused vLLM flags are not offered.
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    clap_complete::generate(shell, &mut cmd, "benchplan", &mut script);
+    match std::io::stdout().write_all(&script) {
+        Ok(()) => Exit::Ok,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Ok,
+        Err(e) => {
+            eprintln!("error: {e}");
+            Exit::Runtime
+        }
     }
 }
 

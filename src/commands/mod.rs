@@ -7,4 +7,5 @@ pub mod init;
 pub mod merge;
 pub mod probe;
 pub mod report;
+pub mod run;
 pub mod trend;

@@ -12,6 +12,7 @@ mod field;
 mod golden;
 mod guards;
 mod hostile;
+mod in_process;
 mod loadgen;
 mod multi_turn;
 mod native_http;

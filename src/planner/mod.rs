@@ -176,57 +176,99 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         .map(|o| floors::parse_slos(o.slo.as_ref(), "optimize.slo", &mut Vec::new()))
         .unwrap_or_default();
     let judged: Vec<(Slo, String)> = slos.iter().chain(&optimize_slos).cloned().collect();
-    // Each service's own SLOs, checked as the plan's are.
-    let mut service_slos: IndexMap<String, Vec<(Slo, String)>> = IndexMap::new();
-    for (name, svc) in &plan.services {
-        if let Some(spec) = &svc.slo {
-            let at = crate::plan::source::join_key(
-                &crate::plan::source::join_key("services", name),
-                "slo",
-            );
-            service_slos.insert(
-                name.clone(),
-                floors::parse_slos(Some(spec), &at, &mut diags),
-            );
-        }
-    }
+    let service_slos = service_slos(&plan, &mut diags);
 
     let had_errors = diags.iter().any(Diagnostic::is_error);
     let combos = expand::combos(&plan, &mut diags);
     let defaults_json = serde_json::to_value(&plan.defaults).expect("params serialise");
-    // Each service's starting point: the plan's defaults with its own `defaults` over
-    // them (a key path replaces what is there, as a matrix value does).
-    let service_json: HashMap<&str, serde_json::Value> = plan
-        .services
-        .iter()
-        .filter(|(_, s)| !s.defaults.is_empty())
-        .map(|(name, s)| {
-            let mut j = defaults_json.clone();
-            for (k, v) in &s.defaults {
-                expand::set_path(&mut j, k, v.clone());
-            }
-            (name.as_str(), j)
-        })
-        .collect();
-    for (name, j) in &service_json {
-        if let Err(e) = CaseParams::deserialize(j) {
-            diags.push(
-                Diagnostic::error(
-                    crate::plan::source::join_key(
-                        &crate::plan::source::join_key("services", name),
-                        "defaults",
-                    ),
-                    format!("these defaults do not make case parameters: {e}"),
-                )
-                .with_help(
-                    "write them as [defaults] takes them (`benchplan schema` lists the keys)",
-                ),
-            );
+    let service_json = service_defaults(&plan, &defaults_json, &mut diags);
+
+    let cases = expand_cases(
+        &plan,
+        &source,
+        combos,
+        Starts {
+            defaults: &defaults_json,
+            services: &service_json,
+        },
+        Judged {
+            plan: &judged,
+            services: &service_slos,
+        },
+        &mut diags,
+    );
+    seed_warnings(&plan, &cases, &mut diags);
+    if cases.is_empty() && !had_errors && !diags.iter().any(Diagnostic::is_error) {
+        diags.push(
+            Diagnostic::error(
+                "matrix",
+                "the plan has no cases: every combination is excluded",
+            )
+            .with_help("loosen matrix.exclude"),
+        );
+    }
+    for d in &mut diags {
+        if d.location.is_none() {
+            d.location = source.locate(&d.path);
         }
     }
+    if diags.iter().any(Diagnostic::is_error) {
+        diags.sort_by_key(|d| d.severity);
+        return Err(Diagnostics(diags));
+    }
+    let optimize_slos = if optimize_slos.is_empty() {
+        slos.clone()
+    } else {
+        let mut o = optimize_slos;
+        for floor in [floors::MIN_SUCCESS_RATE, floors::MIN_OUTPUT_RATIO] {
+            if !o.iter().any(|(s, _)| s.key == floor) {
+                o.extend(slos.iter().find(|(s, _)| s.key == floor).cloned());
+            }
+        }
+        o
+    };
+    Ok(Planned {
+        plan,
+        source,
+        cases,
+        slos,
+        user_slos,
+        optimize_slos,
+        service_slos,
+        warnings: diags,
+    })
+}
 
+/// Where a case's parameters start: the plan's defaults, or a service's own over them.
+struct Starts<'a> {
+    defaults: &'a serde_json::Value,
+    services: &'a HashMap<&'a str, serde_json::Value>,
+}
+
+/// The SLOs a case is judged on: the plan's (with its floors and optimize's), and a
+/// service's own over them.
+struct Judged<'a> {
+    plan: &'a [(Slo, String)],
+    services: &'a IndexMap<String, Vec<(Slo, String)>>,
+}
+
+/// Every combination made a case: its parameters resolved against its service, checked,
+/// named by its hash; a duplicate or a combination that does not deserialize is
+/// reported once for all the cases it hits (with a count and the first case).
+fn expand_cases(
+    plan: &Plan,
+    src: &PlanSource,
+    combos: Vec<expand::Combo>,
+    starts: Starts<'_>,
+    slos: Judged<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<Case> {
     // Per-case problems, deduplicated: (path, message) → (diagnostic, count, first case).
     let mut per_case: IndexMap<(String, String), (Diagnostic, usize, String)> = IndexMap::new();
+    let defaults_json = starts.defaults;
+    let service_json = starts.services;
+    let judged = slos.plan;
+    let service_slos = slos.services;
     let mut record = |d: Diagnostic, case: &str| {
         per_case
             .entry((d.path.clone(), d.message.clone()))
@@ -239,6 +281,7 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
     let mut seen: HashMap<u64, usize> = HashMap::with_capacity(combos.len());
     // Product cases all assign the same keys, so one working tree is overwritten in place.
     let mut working = defaults_json.clone();
+    let source = src;
     for combo in combos {
         let service = &plan.services[&combo.service];
         let mut fresh;
@@ -283,12 +326,12 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         let own;
         let judged_here = match service_slos.get(&case.service) {
             Some(o) => {
-                own = merge_slos(&judged, o);
+                own = merge_slos(judged, o);
                 &own
             }
-            None => &judged,
+            None => judged,
         };
-        check::check_case(&case, &source, judged_here, &mut found);
+        check::check_case(&case, source, judged_here, &mut found);
         check::resolve_implied(&mut case.params, judged_here);
         let hash = expand::case_hash(&case.service, &case.params);
         case.id = expand::case_id(&case, hash);
@@ -321,44 +364,59 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         };
         diags.push(d);
     }
-    seed_warnings(&plan, &cases, &mut diags);
-    if cases.is_empty() && !had_errors && !diags.iter().any(Diagnostic::is_error) {
-        diags.push(
-            Diagnostic::error(
-                "matrix",
-                "the plan has no cases: every combination is excluded",
-            )
-            .with_help("loosen matrix.exclude"),
-        );
-    }
-    for d in &mut diags {
-        if d.location.is_none() {
-            d.location = source.locate(&d.path);
+    cases
+}
+
+/// Each service's own SLOs, checked as the plan's are.
+fn service_slos(plan: &Plan, diags: &mut Vec<Diagnostic>) -> IndexMap<String, Vec<(Slo, String)>> {
+    let mut out = IndexMap::new();
+    for (name, svc) in &plan.services {
+        if let Some(spec) = &svc.slo {
+            let at = crate::plan::source::join_key(
+                &crate::plan::source::join_key("services", name),
+                "slo",
+            );
+            out.insert(name.clone(), floors::parse_slos(Some(spec), &at, diags));
         }
     }
-    if diags.iter().any(Diagnostic::is_error) {
-        diags.sort_by_key(|d| d.severity);
-        return Err(Diagnostics(diags));
-    }
-    let optimize_slos = if optimize_slos.is_empty() {
-        slos.clone()
-    } else {
-        let mut o = optimize_slos;
-        for floor in [floors::MIN_SUCCESS_RATE, floors::MIN_OUTPUT_RATIO] {
-            if !o.iter().any(|(s, _)| s.key == floor) {
-                o.extend(slos.iter().find(|(s, _)| s.key == floor).cloned());
+    out
+}
+
+/// Each service's starting point: the plan's defaults with its own `defaults` over them
+/// (a key path replaces what is there, as a matrix value does); an error for defaults
+/// that make no case parameters.
+fn service_defaults<'p>(
+    plan: &'p Plan,
+    defaults_json: &serde_json::Value,
+    diags: &mut Vec<Diagnostic>,
+) -> HashMap<&'p str, serde_json::Value> {
+    let service_json: HashMap<&str, serde_json::Value> = plan
+        .services
+        .iter()
+        .filter(|(_, s)| !s.defaults.is_empty())
+        .map(|(name, s)| {
+            let mut j = defaults_json.clone();
+            for (k, v) in &s.defaults {
+                expand::set_path(&mut j, k, v.clone());
             }
+            (name.as_str(), j)
+        })
+        .collect();
+    for (name, j) in &service_json {
+        if let Err(e) = CaseParams::deserialize(j) {
+            diags.push(
+                Diagnostic::error(
+                    crate::plan::source::join_key(
+                        &crate::plan::source::join_key("services", name),
+                        "defaults",
+                    ),
+                    format!("these defaults do not make case parameters: {e}"),
+                )
+                .with_help(
+                    "write them as [defaults] takes them (`benchplan schema` lists the keys)",
+                ),
+            );
         }
-        o
-    };
-    Ok(Planned {
-        plan,
-        source,
-        cases,
-        slos,
-        user_slos,
-        optimize_slos,
-        service_slos,
-        warnings: diags,
-    })
+    }
+    service_json
 }

@@ -499,28 +499,10 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
                 }
             }
             // Two-stage: look one step around the answer, for the record (the answer stays).
-            let mut neighbourhood = Vec::new();
-            if let (Some((c, _)), Some(rate_found)) = (&stage2, outcome.answer) {
-                let c = *c as u64;
-                let stepped = ((rate_found * (1.0 + opt.tolerance.0)) * 100.0).round() / 100.0;
-                for (conc, rate_v) in [(c + 1, rate_found), (c.saturating_sub(1).max(1), rate_found), (c, stepped)] {
-                    if (conc, rate_v) == (c, rate_found) {
-                        continue;
-                    }
-                    let var = Var::Rate { fixed_concurrency: Some(conc) };
-                    let req = Request { phase: Phase::Validation, index: 1, value: rate_v, prompts: opt.validation.floor };
-                    let file = format!("neighbour_c{conc}_r{rate_v}.json");
-                    let (e, _) = evaluate(&at, var, req, &file, &dir.join("stage2")).await;
-                    let (pass, violations) = match e {
-                        Eval::Measured { pass, violations, .. } => (Some(pass), violations),
-                        Eval::Infra(msg) | Eval::Interrupted(msg) => (None, vec![msg]),
-                    };
-                    if pass == Some(true) && (conc > c || rate_v > rate_found) {
-                        outcome.notes.push(format!("the neighbour max_concurrency={conc}, request_rate={rate_v} also meets the SLOs"));
-                    }
-                    neighbourhood.push(json!({"max_concurrency": conc, "request_rate": rate_v, "pass": pass, "violations": violations, "file": file}));
-                }
-            }
+            let neighbourhood = match (&stage2, outcome.answer) {
+                (Some((c, _)), Some(found)) => look_around(&at, &opt, *c as u64, found, &dir, &mut outcome.notes).await,
+                _ => Vec::new(),
+            };
             let secs = t0.elapsed().as_secs_f64();
             // Every run of the search: both stages, and the look around the answer.
             let runs = if stage2.is_some() { stage1_runs + outcome.history.len() + neighbourhood.len() } else { outcome.history.len() };
@@ -528,34 +510,8 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
                 (SearchVar::RequestRate, _) | (SearchVar::Both, true) => "request_rate",
                 _ => "max_concurrency",
             };
-            let recommendation = match (&outcome.ending, outcome.answer) {
-                (Ending::Validated, Some(a)) => format!("Optimal {param}={a}: validated with more prompts."),
-                (Ending::NotSaturated, Some(a)) => format!("Not saturated up to {param}={a}: every value tested met the SLOs."),
-                (Ending::NotValidated, Some(a)) => format!("Could not validate; {param}={a} passed a search run (not validation)."),
-                (Ending::FailsAtMinimum, _) => "The service cannot meet the SLOs even at the minimum load.".to_string(),
-                (Ending::Infrastructure(e), _) => format!("The search stopped: the service failed ({e})."),
-                (Ending::Interrupted(why), _) => format!(
-                    "Interrupted ({why}) after {} run(s): {}, {}; no answer.",
-                    outcome.history.len(),
-                    outcome.highest_pass.map_or("no value passed yet".to_string(), |v| format!("{param}={v} passed")),
-                    outcome.lowest_fail.map_or("none failed yet".to_string(), |v| format!("{param}={v} failed"))
-                ),
-                _ => "No value met the SLOs.".to_string(),
-            };
-            // Against a baseline search: a lower answer (a higher one when searching the
-            // smallest concurrency that sustains a rate) beyond the threshold regresses.
-            let baseline = opt.baseline.as_ref().and_then(|b| {
-                let text = std::fs::read_to_string(b.join(&case.id).join("optimization_report.json")).ok()?;
-                let old: Value = serde_json::from_str(&text).ok()?;
-                let before = old["optimal_value"].as_f64()?;
-                let t = planned.plan.report.regression_threshold.0;
-                let smallest = opt.search == SearchVar::MaxConcurrency && opt.request_rate.is_some();
-                let (regression, delta) = match outcome.answer {
-                    Some(now) => ((if smallest { now > before * (1.0 + t) } else { now < before * (1.0 - t) }), (now - before) / before * 100.0),
-                    None => (true, -100.0),
-                };
-                Some(json!({"value": before, "delta_pct": delta, "threshold_pct": t * 100.0, "regression": regression}))
-            });
+            let recommendation = recommendation(&outcome, param);
+            let baseline = against_baseline(planned, &opt, &case.id, outcome.answer);
             let regressed = baseline.as_ref().is_some_and(|b| b["regression"] == true);
             code = code.worst(match outcome.ending {
                 Ending::Infrastructure(_) => Exit::Runtime,
@@ -587,32 +543,7 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
             });
             let mut report = report;
             whole_numbers(&mut report);
-            // The search's probes as a chart beside the report (report.md links it).
-            let knob = serde_json::to_value(opt.search)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| "value".into());
-            let chart = charts
-                .then(|| {
-                    let probes: Vec<crate::report::charts::search::Probe> = outcome
-                        .history
-                        .iter()
-                        .map(|s| crate::report::charts::search::Probe {
-                            value: s.value,
-                            margin: s.margin,
-                            pass: s.slo_pass,
-                        })
-                        .collect();
-                    crate::report::charts::search::draw(&case.id, &knob, &probes, outcome.answer)
-                })
-                .flatten()
-                .filter(|c| {
-                    let path = root.join(&c.view.file);
-                    std::fs::create_dir_all(root.join("charts"))
-                        .and_then(|()| write_atomic(&path, c.svg.as_bytes()))
-                        .inspect_err(|e| eprintln!("warning: cannot write {}: {e}", path.display()))
-                        .is_ok()
-                });
+            let chart = charts.then(|| search_chart(&root, &opt, &case.id, &outcome)).flatten();
             report["chart"] = json!(chart.map(|c| c.view.file));
             if let Err(e) = write_atomic(&dir.join("optimization_report.json"), &json_bytes(&report)) {
                 eprintln!("error: cannot write the report: {e}");
@@ -647,4 +578,147 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
         println!("{md}");
         code
     })
+}
+
+/// What a search's ending says, in the report's words.
+fn recommendation(outcome: &Outcome, param: &str) -> String {
+    match (&outcome.ending, outcome.answer) {
+        (Ending::Validated, Some(a)) => {
+            format!("Optimal {param}={a}: validated with more prompts.")
+        }
+        (Ending::NotSaturated, Some(a)) => {
+            format!("Not saturated up to {param}={a}: every value tested met the SLOs.")
+        }
+        (Ending::NotValidated, Some(a)) => {
+            format!("Could not validate; {param}={a} passed a search run (not validation).")
+        }
+        (Ending::FailsAtMinimum, _) => {
+            "The service cannot meet the SLOs even at the minimum load.".to_string()
+        }
+        (Ending::Infrastructure(e), _) => format!("The search stopped: the service failed ({e})."),
+        (Ending::Interrupted(why), _) => format!(
+            "Interrupted ({why}) after {} run(s): {}, {}; no answer.",
+            outcome.history.len(),
+            outcome
+                .highest_pass
+                .map_or("no value passed yet".to_string(), |v| format!(
+                    "{param}={v} passed"
+                )),
+            outcome
+                .lowest_fail
+                .map_or("none failed yet".to_string(), |v| format!(
+                    "{param}={v} failed"
+                ))
+        ),
+        _ => "No value met the SLOs.".to_string(),
+    }
+}
+
+/// Against a baseline search (`optimize.baseline`): a lower answer (a higher one when
+/// searching the smallest concurrency that sustains a rate) beyond the plan's threshold
+/// regresses; None without a baseline report for this case.
+fn against_baseline(
+    planned: &Planned,
+    opt: &Optimize,
+    case_id: &str,
+    answer: Option<f64>,
+) -> Option<Value> {
+    let b = opt.baseline.as_ref()?;
+    let text = std::fs::read_to_string(b.join(case_id).join("optimization_report.json")).ok()?;
+    let old: Value = serde_json::from_str(&text).ok()?;
+    let before = old["optimal_value"].as_f64()?;
+    let t = planned.plan.report.regression_threshold.0;
+    let smallest = opt.search == SearchVar::MaxConcurrency && opt.request_rate.is_some();
+    let (regression, delta) = match answer {
+        Some(now) => (
+            (if smallest {
+                now > before * (1.0 + t)
+            } else {
+                now < before * (1.0 - t)
+            }),
+            (now - before) / before * 100.0,
+        ),
+        None => (true, -100.0),
+    };
+    Some(
+        json!({"value": before, "delta_pct": delta, "threshold_pct": t * 100.0, "regression": regression}),
+    )
+}
+
+/// The search's probes as a chart beside the report (report.md links it); None when
+/// it has nothing to draw or cannot be written.
+fn search_chart(
+    root: &Path,
+    opt: &Optimize,
+    case_id: &str,
+    outcome: &Outcome,
+) -> Option<crate::report::charts::Chart> {
+    let knob = serde_json::to_value(opt.search)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "value".into());
+    let probes: Vec<crate::report::charts::search::Probe> = outcome
+        .history
+        .iter()
+        .map(|s| crate::report::charts::search::Probe {
+            value: s.value,
+            margin: s.margin,
+            pass: s.slo_pass,
+        })
+        .collect();
+    crate::report::charts::search::draw(case_id, &knob, &probes, outcome.answer).filter(|c| {
+        let path = root.join(&c.view.file);
+        std::fs::create_dir_all(root.join("charts"))
+            .and_then(|()| write_atomic(&path, c.svg.as_bytes()))
+            .inspect_err(|e| eprintln!("warning: cannot write {}: {e}", path.display()))
+            .is_ok()
+    })
+}
+
+/// A two-stage search's look one step around its answer (concurrency ±1, the rate one
+/// tolerance up), for the record: each point's verdict, and a note on a bigger one that
+/// also passes. The answer stays.
+async fn look_around(
+    at: &Cell<'_>,
+    opt: &Optimize,
+    c: u64,
+    rate_found: f64,
+    dir: &Path,
+    notes: &mut Vec<String>,
+) -> Vec<Value> {
+    let mut neighbourhood = Vec::new();
+    let stepped = ((rate_found * (1.0 + opt.tolerance.0)) * 100.0).round() / 100.0;
+    for (conc, rate_v) in [
+        (c + 1, rate_found),
+        (c.saturating_sub(1).max(1), rate_found),
+        (c, stepped),
+    ] {
+        if (conc, rate_v) == (c, rate_found) {
+            continue;
+        }
+        let var = Var::Rate {
+            fixed_concurrency: Some(conc),
+        };
+        let req = Request {
+            phase: Phase::Validation,
+            index: 1,
+            value: rate_v,
+            prompts: opt.validation.floor,
+        };
+        let file = format!("neighbour_c{conc}_r{rate_v}.json");
+        let (e, _) = evaluate(at, var, req, &file, &dir.join("stage2")).await;
+        let (pass, violations) = match e {
+            Eval::Measured {
+                pass, violations, ..
+            } => (Some(pass), violations),
+            Eval::Infra(msg) | Eval::Interrupted(msg) => (None, vec![msg]),
+        };
+        if pass == Some(true) && (conc > c || rate_v > rate_found) {
+            notes.push(format!(
+                "the neighbour max_concurrency={conc}, request_rate={rate_v} also meets the SLOs"
+            ));
+        }
+        neighbourhood.push(json!({"max_concurrency": conc, "request_rate": rate_v, "pass": pass, "violations": violations, "file": file}));
+    }
+    neighbourhood
 }

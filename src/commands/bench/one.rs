@@ -72,23 +72,8 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         eprintln!("{}", flag_words::in_flag_words(&w.to_string()));
     }
     let mut case = planned.cases[0].clone();
-    // A label becomes part of the result's file name.
-    let names = [
-        (args.label.as_deref(), "--label"),
-        (args.result_filename.as_deref(), "--result-filename"),
-    ];
-    for (name, flag) in names {
-        if let Some(n) = name
-            && let Err(e) = crate::files::inside(n, flag)
-        {
-            eprintln!("error: {e}");
-            return Exit::BadPlan.into();
-        }
-    }
-    if let Some(l) = &args.label
-        && l.contains('/')
-    {
-        eprintln!("error: --label `{l}` holds a `/`; a label is part of a file name");
+    if let Err(e) = check_names(args) {
+        eprintln!("error: {e}");
         return Exit::BadPlan.into();
     }
     if args.dry_run {
@@ -96,29 +81,9 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
     }
     // The result's folder must take a file before any traffic: a benchmark whose
     // result cannot be written is lost.
-    if args.save_result || args.append_result || args.save_detailed {
-        let dir = match (&args.result_dir, &args.result_filename) {
-            (None, None) => PathBuf::from("bench_results").join("single"),
-            (dir, name) => {
-                let full = dir
-                    .clone()
-                    .unwrap_or_default()
-                    .join(name.clone().unwrap_or_else(|| "result.json".into()));
-                full.parent().map(PathBuf::from).unwrap_or_default()
-            }
-        };
-        if let Err(e) = crate::files::check_writable(&dir) {
-            eprintln!(
-                "error: the result folder {} cannot take a file ({e}); nothing was sent",
-                if dir.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    &dir
-                }
-                .display()
-            );
-            return Exit::Runtime.into();
-        }
+    if let Err(e) = check_result_folder(args) {
+        eprintln!("error: {e}");
+        return Exit::Runtime.into();
     }
     let service: Service = planned.plan.services["target"].clone();
     // One thread against an external server (as the client benchmark measures it), two
@@ -148,31 +113,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
         if let Some(p) = &case.params.request_id_prefix {
             opts.request_id_prefix = p.clone();
         }
-        let stop = opts.stop.clone();
-        let grace = opts.grace;
-        // SIGINT, SIGTERM and SIGHUP alike (see `signals`); the first decides the code.
-        let by = std::sync::Arc::new(std::sync::Mutex::new(None));
-        let mut signals = crate::signals::Signals::listen();
-        {
-            let by = by.clone();
-            tokio::spawn(async move {
-                let s = signals.next().await;
-                *by.lock().expect("signal") = Some(s);
-                eprintln!(
-                    "\n{}: nothing more is sent; requests in flight get {:.0} s (a second signal abandons them)",
-                    s.name(),
-                    grace.as_secs_f64()
-                );
-                stop.drain();
-                signals.next().await;
-                stop.abort();
-            });
-        }
-        let stopped_by = move || {
-            by.lock()
-                .expect("signal")
-                .map_or(Exit::Interrupted, crate::signals::StopSignal::exit)
-        };
+        let stopped_by = listen_for_signals(&opts);
         let started = SystemTime::now();
         let mut run = execute(&resolved, &service, &case.params, &opts).await;
         // The smoke request refused in a way another wording may fix: the wording
@@ -241,33 +182,13 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
             crate::redact::redacted(&case.params),
         );
         let json = result.result_json(&header, &case.params, args.save_detailed, extras);
-        let mut written = None;
-        if args.save_result || args.append_result || args.save_detailed {
-            // With --result-dir or --result-filename, vLLM's names and places; without, the results tree.
-            let path = match (&args.result_dir, &args.result_filename) {
-                (None, None) => PathBuf::from("bench_results")
-                    .join("single")
-                    .join(single_name(&header, &case.params, started)),
-                (dir, name) => dir.clone().unwrap_or_default().join(
-                    name.clone()
-                        .unwrap_or_else(|| vllm_file_name(&header, &case.params)),
-                ),
-            };
-            let bytes = serde_json::to_vec(&json).expect("result serialises");
-            let w = if args.append_result {
-                append_json_line(&path, &bytes)
-            } else {
-                write_atomic(&path, &bytes)
-            };
-            match w {
-                Ok(()) => eprintln!("result written to {}", path.display()),
-                Err(e) => {
-                    eprintln!("error: cannot write {}: {e}", path.display());
-                    return Exit::Runtime.into();
-                }
+        let written = match write_result(args, &header, &case.params, started, &json) {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Exit::Runtime.into();
             }
-            written = Some(path);
-        }
+        };
         let problems = result.problems();
         for p in &problems {
             eprintln!("error: {}", crate::escape::console(p));
@@ -313,4 +234,120 @@ fn smoke_refusal(error: &crate::load::case::CaseError) -> bool {
         }
         _ => false,
     }
+}
+
+/// A label and a result file name each name a file inside the results folder.
+fn check_names(args: &BenchArgs) -> Result<(), String> {
+    let names = [
+        (args.label.as_deref(), "--label"),
+        (args.result_filename.as_deref(), "--result-filename"),
+    ];
+    for (name, flag) in names {
+        if let Some(n) = name {
+            crate::files::inside(n, flag)?;
+        }
+    }
+    match &args.label {
+        Some(l) if l.contains('/') => Err(format!(
+            "--label `{l}` holds a `/`; a label is part of a file name"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The folder a result is saved into: vLLM's with --result-dir or --result-filename,
+/// else the results tree's `single`.
+fn result_folder(args: &BenchArgs) -> PathBuf {
+    match (&args.result_dir, &args.result_filename) {
+        (None, None) => PathBuf::from("bench_results").join("single"),
+        (dir, name) => {
+            let full = dir
+                .clone()
+                .unwrap_or_default()
+                .join(name.clone().unwrap_or_else(|| "result.json".into()));
+            full.parent().map(PathBuf::from).unwrap_or_default()
+        }
+    }
+}
+
+/// When the result is saved, its folder takes a file (checked before any traffic).
+fn check_result_folder(args: &BenchArgs) -> Result<(), String> {
+    if !(args.save_result || args.append_result || args.save_detailed) {
+        return Ok(());
+    }
+    let dir = result_folder(args);
+    crate::files::check_writable(&dir).map_err(|e| {
+        format!(
+            "the result folder {} cannot take a file ({e}); nothing was sent",
+            if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                &dir
+            }
+            .display()
+        )
+    })
+}
+
+/// SIGINT, SIGTERM and SIGHUP alike (see `signals`): the first drains the run, a
+/// second abandons what is in flight. What it returns names the exit of the signal that
+/// came first.
+fn listen_for_signals(opts: &RunOptions) -> impl Fn() -> Exit + use<> {
+    let stop = opts.stop.clone();
+    let grace = opts.grace;
+    let by = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let mut signals = crate::signals::Signals::listen();
+    {
+        let by = by.clone();
+        tokio::spawn(async move {
+            let s = signals.next().await;
+            *by.lock().expect("signal") = Some(s);
+            eprintln!(
+                "\n{}: nothing more is sent; requests in flight get {:.0} s (a second signal abandons them)",
+                s.name(),
+                grace.as_secs_f64()
+            );
+            stop.drain();
+            signals.next().await;
+            stop.abort();
+        });
+    }
+    move || {
+        by.lock()
+            .expect("signal")
+            .map_or(Exit::Interrupted, crate::signals::StopSignal::exit)
+    }
+}
+
+/// Saves the result when asked (--save-result, --append-result, --save-detailed):
+/// with --result-dir or --result-filename in vLLM's names and places, else in the
+/// results tree. Where it was written.
+fn write_result(
+    args: &BenchArgs,
+    header: &Header,
+    params: &crate::plan::CaseParams,
+    started: SystemTime,
+    json: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Option<PathBuf>, String> {
+    if !(args.save_result || args.append_result || args.save_detailed) {
+        return Ok(None);
+    }
+    let path = match (&args.result_dir, &args.result_filename) {
+        (None, None) => PathBuf::from("bench_results")
+            .join("single")
+            .join(single_name(header, params, started)),
+        (dir, name) => dir.clone().unwrap_or_default().join(
+            name.clone()
+                .unwrap_or_else(|| vllm_file_name(header, params)),
+        ),
+    };
+    let bytes = serde_json::to_vec(json).expect("result serialises");
+    let w = if args.append_result {
+        append_json_line(&path, &bytes)
+    } else {
+        write_atomic(&path, &bytes)
+    };
+    w.map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    eprintln!("result written to {}", path.display());
+    Ok(Some(path))
 }

@@ -258,95 +258,16 @@ fn merge(args: &MergeArgs) -> Result<Exit, String> {
             ));
         }
     }
+    check_one_cut(&shards)?;
     let first = &shards[0];
     let hash = first.manifest.plan_hash.clone();
     let count = first.count();
-    for s in &shards {
-        if s.manifest.plan_hash != hash {
-            return Err(format!(
-                "{} comes from another plan (hash {}) than {} (hash {hash}): merge shards of one plan",
-                s.dir.display(),
-                s.manifest.plan_hash,
-                first.dir.display()
-            ));
-        }
-        // One plan judges every case: its SLOs, floors, name and regression settings.
-        if s.manifest.judging_hash != first.manifest.judging_hash {
-            let (a, b) = (&first.manifest.judging, &s.manifest.judging);
-            let differ: Vec<String> = match (
-                a.as_ref().and_then(Value::as_object),
-                b.as_ref().and_then(Value::as_object),
-            ) {
-                (Some(a), Some(b)) => a
-                    .keys()
-                    .chain(b.keys())
-                    .filter(|k| a.get(*k) != b.get(*k))
-                    .map(|k| {
-                        format!(
-                            "`{k}` ({} vs {})",
-                            a.get(k).unwrap_or(&Value::Null),
-                            b.get(k).unwrap_or(&Value::Null)
-                        )
-                    })
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect(),
-                _ => vec![
-                    "one of them records no judging settings (written by an older benchplan)"
-                        .into(),
-                ],
-            };
-            return Err(format!(
-                "{} and {} judge their cases differently: {}; run every shard with the same plan and --set",
-                first.dir.display(),
-                s.dir.display(),
-                crate::escape::console(&differ.join(", "))
-            ));
-        }
-        if s.count() != count {
-            return Err(format!(
-                "{} is a shard of {} but {} of {count}: every shard must be cut the same way",
-                s.dir.display(),
-                s.count(),
-                first.dir.display()
-            ));
-        }
-    }
-    for (k, a) in shards.iter().enumerate() {
-        if let Some(b) = shards[k + 1..].iter().find(|b| b.index() == a.index()) {
-            return Err(format!(
-                "shard {}/{count} appears twice: {} and {}; keep one of them",
-                a.index(),
-                a.dir.display(),
-                b.dir.display()
-            ));
-        }
-    }
     let missing: Vec<u64> = (0..count)
         .filter(|i| !shards.iter().any(|s| s.index() == *i))
         .collect();
     let plan_ids: Vec<String> = first.shard.plan_case_ids.clone();
     let plan_repeats = first.shard.plan_repeats.max(1);
-    // Which shards own each case (and which of its repeats, cut by repeat); a case or a
-    // repeat owned twice is a broken cut.
-    let mut owned: std::collections::HashMap<String, Vec<Owner>> = Default::default();
-    for (k, s) in shards.iter().enumerate() {
-        for id in &s.shard.cases {
-            let id = id.clone();
-            let reps = s.repeats_of(&id);
-            let list = owned.entry(id.clone()).or_default();
-            let clash = list.iter().any(|(_, r)| match (r, &reps) {
-                (Some(a), Some(b)) => a.iter().any(|x| b.contains(x)),
-                _ => true,
-            });
-            if clash {
-                return Err(format!(
-                    "case {id} is in two shards; were they cut with different --shard-by?"
-                ));
-            }
-            list.push((k, reps));
-        }
-    }
+    let owned = owners(&shards)?;
     // Cut by repeat, a case is covered when all its repeats are.
     let covered = |id: &String| is_covered(&owned, id, plan_repeats);
     let uncovered: Vec<&String> = plan_ids.iter().filter(|id| !covered(id)).collect();
@@ -415,8 +336,6 @@ fn write_merged(
         uncovered,
     } = m;
     let first = &shards[0];
-    let covered = |id: &String| is_covered(owned, id, plan_repeats);
-    let mut cases = Vec::new();
     let mut services = indexmap::IndexMap::new();
     let (mut started, mut finished): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
     for s in shards {
@@ -424,34 +343,7 @@ fn write_merged(
         started.extend(s.manifest.started.clone());
         finished.extend(s.manifest.finished.clone());
     }
-    for id in plan_ids {
-        let entry = match owned.get(id) {
-            Some(list) => Some(merge_case(shards, list, id, plan_repeats, dir)?),
-            None => None,
-        };
-        match entry {
-            Some(mut c) => {
-                if !covered(id) {
-                    let note = format!(
-                        "merged {} of {plan_repeats} repeats: shard {} did not report",
-                        c.merged_repeats.as_ref().map_or(0, Vec::len),
-                        shard_names(&missing, count)
-                    );
-                    c.error = Some(note);
-                }
-                cases.push(c);
-            }
-            None => {
-                let names = shard_names(&missing, count);
-                cases.push(CaseEntry {
-                    error: Some(format!(
-                        "not merged: shard {names} did not report (merged with --allow-partial)"
-                    )),
-                    ..missing_entry(id)
-                });
-            }
-        }
-    }
+    let cases = merged_cases(shards, dir, plan_ids, plan_repeats, owned, &missing, count)?;
     for f in ["plan.resolved.json", "plan.toml", "plan.yaml"] {
         if first.dir.join(f).is_file() {
             let _ = std::fs::copy(first.dir.join(f), dir.join(f));
@@ -499,37 +391,7 @@ fn write_merged(
             plan_ids.len()
         ));
     }
-    // The plan's comparison settings travel in its resolved copy.
-    let report_cfg: crate::plan::settings::Report =
-        std::fs::read_to_string(dir.join("plan.resolved.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .and_then(|v| serde_json::from_value(v["plan"]["report"].clone()).ok())
-            .unwrap_or_default();
-    let mut regressions = 0;
-    if let Some(b) = args.baseline.as_ref().or(report_cfg.baseline.as_ref()) {
-        if b.is_dir() || b.is_file() {
-            let c = crate::report::compare::compare_dirs(b, dir, &report_cfg)
-                .map_err(|e| format!("cannot compare with baseline {}: {e}", b.display()))?;
-            regressions = c.regressions;
-            view.comparison = Some(c);
-        } else if args.baseline.is_some() {
-            return Err(format!("baseline {} does not exist", b.display()));
-        } else {
-            eprintln!(
-                "warning: baseline {} does not exist yet; no comparison this time",
-                b.display()
-            );
-        }
-    }
-    // The merged run joins the plan's history (its shards did not append themselves).
-    let mut trend_regressions = 0;
-    if let Some(h) = &report_cfg.history {
-        let t = crate::executor::record_history(dir, h, &report_cfg)
-            .map_err(|e| format!("history {}: {e}", h.display()))?;
-        trend_regressions = t.regressions;
-        view.trend = Some(t);
-    }
+    let (regressions, trend_regressions) = judge_merged(args, dir, &mut view)?;
     let settings = RunSettings::default();
     let code = write_reports(dir, &view, &rows, &settings.templates(), Path::new("."));
     if code != Exit::Ok {
@@ -576,4 +438,185 @@ fn write_merged(
         code.code()
     );
     Ok(code)
+}
+
+/// Every shard comes from one plan, judged one way, cut into the same number of
+/// shards, each shard once.
+fn check_one_cut(shards: &[ShardDir]) -> Result<(), String> {
+    let first = &shards[0];
+    let hash = &first.manifest.plan_hash;
+    let count = first.count();
+    for s in shards {
+        if &s.manifest.plan_hash != hash {
+            return Err(format!(
+                "{} comes from another plan (hash {}) than {} (hash {hash}): merge shards of one plan",
+                s.dir.display(),
+                s.manifest.plan_hash,
+                first.dir.display()
+            ));
+        }
+        // One plan judges every case: its SLOs, floors, name and regression settings.
+        if s.manifest.judging_hash != first.manifest.judging_hash {
+            let differ = judging_differences(&first.manifest.judging, &s.manifest.judging);
+            return Err(format!(
+                "{} and {} judge their cases differently: {}; run every shard with the same plan and --set",
+                first.dir.display(),
+                s.dir.display(),
+                crate::escape::console(&differ.join(", "))
+            ));
+        }
+        if s.count() != count {
+            return Err(format!(
+                "{} is a shard of {} but {} of {count}: every shard must be cut the same way",
+                s.dir.display(),
+                s.count(),
+                first.dir.display()
+            ));
+        }
+    }
+    for (k, a) in shards.iter().enumerate() {
+        if let Some(b) = shards[k + 1..].iter().find(|b| b.index() == a.index()) {
+            return Err(format!(
+                "shard {}/{count} appears twice: {} and {}; keep one of them",
+                a.index(),
+                a.dir.display(),
+                b.dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What two shards' judging settings differ in (`key` (a vs b)), for the error.
+fn judging_differences(a: &Option<Value>, b: &Option<Value>) -> Vec<String> {
+    match (
+        a.as_ref().and_then(Value::as_object),
+        b.as_ref().and_then(Value::as_object),
+    ) {
+        (Some(a), Some(b)) => a
+            .keys()
+            .chain(b.keys())
+            .filter(|k| a.get(*k) != b.get(*k))
+            .map(|k| {
+                format!(
+                    "`{k}` ({} vs {})",
+                    a.get(k).unwrap_or(&Value::Null),
+                    b.get(k).unwrap_or(&Value::Null)
+                )
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        _ => vec!["one of them records no judging settings (written by an older benchplan)".into()],
+    }
+}
+
+/// Which shards own each case (and which of its repeats, cut by repeat); a case or a
+/// repeat owned twice is a broken cut.
+fn owners(shards: &[ShardDir]) -> Result<std::collections::HashMap<String, Vec<Owner>>, String> {
+    let mut owned: std::collections::HashMap<String, Vec<Owner>> = Default::default();
+    for (k, s) in shards.iter().enumerate() {
+        for id in &s.shard.cases {
+            let id = id.clone();
+            let reps = s.repeats_of(&id);
+            let list = owned.entry(id.clone()).or_default();
+            let clash = list.iter().any(|(_, r)| match (r, &reps) {
+                (Some(a), Some(b)) => a.iter().any(|x| b.contains(x)),
+                _ => true,
+            });
+            if clash {
+                return Err(format!(
+                    "case {id} is in two shards; were they cut with different --shard-by?"
+                ));
+            }
+            list.push((k, reps));
+        }
+    }
+    Ok(owned)
+}
+
+/// Every case of the plan in the plan's order: merged from the shards that own it, or
+/// recorded as not merged (a partial merge) with the shards that did not report.
+fn merged_cases(
+    shards: &[ShardDir],
+    dir: &Path,
+    plan_ids: &[String],
+    plan_repeats: u64,
+    owned: &std::collections::HashMap<String, Vec<Owner>>,
+    missing: &[u64],
+    count: u64,
+) -> Result<Vec<CaseEntry>, String> {
+    let covered = |id: &String| is_covered(owned, id, plan_repeats);
+    let mut cases = Vec::new();
+    for id in plan_ids {
+        let entry = match owned.get(id) {
+            Some(list) => Some(merge_case(shards, list, id, plan_repeats, dir)?),
+            None => None,
+        };
+        match entry {
+            Some(mut c) => {
+                if !covered(id) {
+                    let note = format!(
+                        "merged {} of {plan_repeats} repeats: shard {} did not report",
+                        c.merged_repeats.as_ref().map_or(0, Vec::len),
+                        shard_names(missing, count)
+                    );
+                    c.error = Some(note);
+                }
+                cases.push(c);
+            }
+            None => {
+                let names = shard_names(missing, count);
+                cases.push(CaseEntry {
+                    error: Some(format!(
+                        "not merged: shard {names} did not report (merged with --allow-partial)"
+                    )),
+                    ..missing_entry(id)
+                });
+            }
+        }
+    }
+    Ok(cases)
+}
+
+/// The merged run judged as a run is: against the baseline (the command's, else the
+/// plan's) and appended to the plan's history (its shards did not append themselves).
+/// The regressions of each.
+fn judge_merged(
+    args: &MergeArgs,
+    dir: &Path,
+    view: &mut crate::report::view::ReportView,
+) -> Result<(usize, usize), String> {
+    // The plan's comparison settings travel in its resolved copy.
+    let report_cfg: crate::plan::settings::Report =
+        std::fs::read_to_string(dir.join("plan.resolved.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| serde_json::from_value(v["plan"]["report"].clone()).ok())
+            .unwrap_or_default();
+    let mut regressions = 0;
+    if let Some(b) = args.baseline.as_ref().or(report_cfg.baseline.as_ref()) {
+        if b.is_dir() || b.is_file() {
+            let c = crate::report::compare::compare_dirs(b, dir, &report_cfg)
+                .map_err(|e| format!("cannot compare with baseline {}: {e}", b.display()))?;
+            regressions = c.regressions;
+            view.comparison = Some(c);
+        } else if args.baseline.is_some() {
+            return Err(format!("baseline {} does not exist", b.display()));
+        } else {
+            eprintln!(
+                "warning: baseline {} does not exist yet; no comparison this time",
+                b.display()
+            );
+        }
+    }
+    // The merged run joins the plan's history (its shards did not append themselves).
+    let mut trend_regressions = 0;
+    if let Some(h) = &report_cfg.history {
+        let t = crate::executor::record_history(dir, h, &report_cfg)
+            .map_err(|e| format!("history {}: {e}", h.display()))?;
+        trend_regressions = t.regressions;
+        view.trend = Some(t);
+    }
+    Ok((regressions, trend_regressions))
 }

@@ -150,8 +150,14 @@ pub enum Command {
         #[arg(long, default_value_t = 0.001)]
         max_pvalue: f64,
         /// A change point must change the mean by more than this fraction (0.05 = 5%).
-        #[arg(long, default_value_t = 0.0)]
-        min_magnitude: f64,
+        /// Default: each metric's baseline-gate threshold (5%); 0 with --confirm 1 is
+        /// Apache Otava's own answer.
+        #[arg(long)]
+        min_magnitude: Option<f64>,
+        /// A regression counts once this many runs sit after its change point; with
+        /// fewer it is "suspect": listed, exit 0.
+        #[arg(long, default_value_t = 2)]
+        confirm: usize,
         /// A regression fails the trend when its change point is among the newest this
         /// many runs (a change is seen a few runs after it happened; a job that ran on it
         /// nightly has had ten nights to act).
@@ -178,9 +184,10 @@ pub enum Command {
         base: PathBuf,
         /// The candidate: a run folder or one result file.
         cand: PathBuf,
-        /// A throughput drop or latency rise beyond this is a regression.
-        #[arg(long, default_value = "5%")]
-        threshold: String,
+        /// A throughput drop or latency rise beyond this is a regression (default: the
+        /// plan's `report.regression_threshold` when the folders carry their plan, else 5%).
+        #[arg(long)]
+        threshold: Option<String>,
         /// Per-metric threshold, such as p99_ttft_ms=10%. Repeatable.
         #[arg(long = "metric-threshold", value_name = "KEY=PCT")]
         metric_threshold: Vec<String>,
@@ -302,6 +309,7 @@ pub fn run(cli: Cli) -> Exit {
             window,
             max_pvalue,
             min_magnitude,
+            confirm,
             last,
             out,
             junit,
@@ -312,9 +320,14 @@ pub fn run(cli: Cli) -> Exit {
                 change: crate::trend::edivisive::Settings {
                     window,
                     max_pvalue,
-                    min_magnitude,
+                    min_magnitude: min_magnitude.unwrap_or(0.0),
                 },
                 recent: last,
+                confirm,
+                // Without --min-magnitude, each metric's baseline-gate threshold.
+                gate: min_magnitude
+                    .is_none()
+                    .then(crate::plan::settings::Report::default),
             },
             out,
             junit,
@@ -359,7 +372,9 @@ pub fn run(cli: Cli) -> Exit {
             cand,
             threshold,
             metric_threshold,
-        } => crate::commands::report::compare(&base, &cand, &threshold, &metric_threshold),
+        } => {
+            crate::commands::report::compare(&base, &cand, threshold.as_deref(), &metric_threshold)
+        }
         Command::Run { plan, run, shard } => {
             with_plan(&plan, |full| crate::commands::run::run(full, run, &shard))
         }

@@ -588,12 +588,7 @@ fn judge_merged(
     view: &mut crate::report::view::ReportView,
 ) -> Result<(usize, usize), String> {
     // The plan's comparison settings travel in its resolved copy.
-    let report_cfg: crate::plan::settings::Report =
-        std::fs::read_to_string(dir.join("plan.resolved.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .and_then(|v| serde_json::from_value(v["plan"]["report"].clone()).ok())
-            .unwrap_or_default();
+    let report_cfg = crate::report::compare::plan_report_settings(dir).unwrap_or_default();
     let mut regressions = 0;
     if let Some(b) = args.baseline.as_ref().or(report_cfg.baseline.as_ref()) {
         if b.is_dir() || b.is_file() {

@@ -160,13 +160,35 @@ fn report_as(
     }
 }
 
-pub fn compare(base: &Path, cand: &Path, threshold: &str, per_metric: &[String]) -> Exit {
-    let mut cfg = Report::default();
-    match parse_percent(threshold) {
-        Ok(t) => cfg.regression_threshold = Percent(t),
-        Err(e) => {
-            eprintln!("error: --threshold: {e}");
-            return Exit::BadPlan;
+pub fn compare(base: &Path, cand: &Path, threshold: Option<&str>, per_metric: &[String]) -> Exit {
+    // The plan's own gate when the candidate (else the baseline) folder carries it, so
+    // `compare` judges as the nightly run did; the flags still win.
+    let carried = [cand, base]
+        .into_iter()
+        .find_map(|d| crate::report::compare::plan_report_settings(d).map(|r| (d, r)));
+    let mut cfg = match carried {
+        Some((d, r)) => {
+            eprintln!(
+                "judged with the thresholds of the plan in {} (regression_threshold {:.1}%{})",
+                d.display(),
+                r.regression_threshold.0 * 100.0,
+                if r.thresholds.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} per-metric", r.thresholds.len())
+                }
+            );
+            r
+        }
+        None => Report::default(),
+    };
+    if let Some(threshold) = threshold {
+        match parse_percent(threshold) {
+            Ok(t) => cfg.regression_threshold = Percent(t),
+            Err(e) => {
+                eprintln!("error: --threshold: {e}");
+                return Exit::BadPlan;
+            }
         }
     }
     for m in per_metric {

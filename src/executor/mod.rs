@@ -626,16 +626,25 @@ pub fn record_history(
 ) -> Result<crate::report::view::TrendVerdict, String> {
     use crate::trend::{analyze, history as h};
     let metrics = crate::report::compare::compared_metrics(report);
-    let entries = h::entries_of(dir, &metrics)?;
+    let mut entries = h::entries_of(dir, &metrics)?;
+    // Judged with this run appended; the run's lines then record what was judged
+    // regressed, so the episode outlives the statistics that found it.
+    let mut all = if history.exists() {
+        h::read(history)?
+    } else {
+        Vec::new()
+    };
+    all.extend(entries.iter().cloned());
+    let t = analyze::analyze(&all, &analyze::TrendSettings::of_plan(report));
+    analyze::flag(&t, &mut entries);
     h::append(history, &entries)?;
-    let all = h::read(history)?;
-    let t = analyze::analyze(&all, &analyze::TrendSettings::default());
-    let lines = crate::trend::render::regressions(&t);
     Ok(crate::report::view::TrendVerdict {
         history: history.display().to_string(),
         runs: t.runs,
         series: t.series.len(),
         regressions: t.regressions,
-        lines,
+        lines: crate::trend::render::regressions(&t),
+        suspects: crate::trend::render::suspects(&t),
+        recovered: crate::trend::render::recovered(&t),
     })
 }

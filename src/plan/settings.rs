@@ -105,6 +105,31 @@ pub struct Report {
     /// A regression must also be significant: its one-sided p-value (Mann–Whitney U on
     /// the per-request samples; a two-proportion test for the success rate) below this.
     pub significance: f64,
+    /// The history's change point counts as a regression only once this many runs sit
+    /// after it (default 2): the newest run alone is "suspect", shown and listed, exit 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trend_confirm: Option<usize>,
+    /// The smallest change the history's trend reports (a fraction, such as 5%).
+    /// Default: the baseline gate's threshold of the same metric (`thresholds`, else
+    /// `service_thresholds`, else `regression_threshold`); 0 with `trend_confirm = 1` is
+    /// Otava's own answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trend_min_magnitude: Option<Percent>,
+}
+
+impl Report {
+    /// The runs after a change point that confirm it (see `trend_confirm`).
+    pub const TREND_CONFIRM: usize = 2;
+
+    /// The relative change of `metric` beyond which the baseline gate calls it a
+    /// regression: the metric's own threshold, else its service's, else the plan's.
+    pub fn threshold(&self, metric: &str, service: Option<&str>) -> f64 {
+        let service = service.and_then(|s| self.service_thresholds.get(s));
+        self.thresholds
+            .get(metric)
+            .or(service)
+            .map_or(self.regression_threshold.0, |p| p.0)
+    }
 }
 
 impl Default for Report {
@@ -122,6 +147,8 @@ impl Default for Report {
             allow_unmatched: false,
             compare_metrics: None,
             significance: 0.01,
+            trend_confirm: None,
+            trend_min_magnitude: None,
         }
     }
 }

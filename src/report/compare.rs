@@ -219,6 +219,14 @@ fn worse_p_value(
     }
 }
 
+/// The `[report]` settings of the plan a run folder ran (its `plan.resolved.json`);
+/// None for a result file or a folder without one.
+pub fn plan_report_settings(dir: &Path) -> Option<Report> {
+    let text = std::fs::read_to_string(dir.join("plan.resolved.json")).ok()?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    serde_json::from_value(v["plan"]["report"].clone()).ok()
+}
+
 /// Compares the results of two folders with the plan's report thresholds.
 pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison, String> {
     let b = load_results(base)?;
@@ -265,14 +273,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
             }
             let delta = (cv - bv) / bv;
             // A metric's own threshold, else its service's, else the plan's.
-            let service = CaseFile::new(cr)
-                .service()
-                .and_then(|s| cfg.service_thresholds.get(s));
-            let t = cfg
-                .thresholds
-                .get(k)
-                .or(service)
-                .map_or(cfg.regression_threshold.0, |p| p.0);
+            let t = cfg.threshold(k, CaseFile::new(cr).service());
             let beyond = if better == "higher" {
                 delta < -t
             } else {

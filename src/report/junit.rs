@@ -47,6 +47,17 @@ pub fn junit_xml(r: &ReportView) -> String {
             }
         }
     }
+    // Each series the history's trend judged a regression (the run exits 4 on them).
+    for line in r.trend.iter().flat_map(|t| &t.lines) {
+        tests += 1;
+        failures += 1;
+        let (series, what) = line.split_once(": ").unwrap_or((line, ""));
+        cases.push_str(&format!(
+            "  <testcase classname=\"trend\" name=\"{}\"><failure message=\"regression in the history's trend: {}\"/></testcase>\n",
+            esc(series),
+            esc(what)
+        ));
+    }
     if let Some(cmp) = &r.comparison {
         for u in cmp.unmatched.iter().filter(|_| cmp.unmatched_fail) {
             tests += 1;

@@ -182,6 +182,13 @@ pub struct TrendVerdict {
     pub regressions: usize,
     /// `case metric: before → after (+x%) from run R, p = …`, one per regression.
     pub lines: Vec<String>,
+    /// The same, one per suspect series: a recent regression too few runs confirm yet
+    /// (listed, never failing).
+    #[serde(default)]
+    pub suspects: Vec<String>,
+    /// One per series back at its level after a recent regression.
+    #[serde(default)]
+    pub recovered: Vec<String>,
 }
 
 /// What a report says about the run as a whole, beside its cases.

@@ -65,6 +65,20 @@ pub struct Entry {
     /// The latency histograms (µs, HdrHistogram V2 deflate, base64).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub histograms_us: BTreeMap<String, String>,
+    /// The metrics the history gate judged regressed at this run, each with the change
+    /// it judged: so an episode outlives the statistics that found it (a 3-run episode
+    /// no longer separates in a long history).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub regressed: BTreeMap<String, Flag>,
+}
+
+/// A regression the history gate judged at a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Flag {
+    /// The run of its change point (the first run at the new level).
+    pub since: String,
+    pub before: f64,
+    pub after: f64,
 }
 
 /// What a run says about itself, beside each case's result.
@@ -133,6 +147,7 @@ pub fn entry(
         model: f.model_id().unwrap_or_default().to_string(),
         server_version: facts.versions.get(service).cloned(),
         benchplan: env!("CARGO_PKG_VERSION").to_string(),
+        regressed: BTreeMap::new(),
         commit: facts.commit.clone(),
         metrics: points,
         slos,
@@ -325,6 +340,7 @@ mod tests {
             metrics: [("p99_ttft_ms".to_string(), Point { value: v, n: 10 })].into(),
             slos: BTreeMap::new(),
             histograms_us: BTreeMap::new(),
+            regressed: BTreeMap::new(),
         };
         append(&path, &[e("2026-01-02T00:00:00Z", 2.0)]).unwrap();
         append(&path, &[e("2026-01-01T00:00:00Z", 1.0)]).unwrap();

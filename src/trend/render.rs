@@ -10,9 +10,17 @@ use crate::escape;
 
 /// The one-line verdict.
 pub fn verdict(t: &Trend) -> String {
+    let suspect = if t.suspects > 0 {
+        format!(
+            " {} series suspect: worse in fewer than the {} runs that confirm a change (not failing).",
+            t.suspects, t.settings.confirm
+        )
+    } else {
+        String::new()
+    };
     if t.regressions > 0 {
         format!(
-            "**REGRESSION**: {} series changed for the worse in the last {} runs ({} runs, {} series).",
+            "**REGRESSION**: {} series changed for the worse in the last {} runs ({} runs, {} series).{suspect}",
             t.regressions,
             t.settings.recent,
             t.runs,
@@ -20,7 +28,7 @@ pub fn verdict(t: &Trend) -> String {
         )
     } else {
         format!(
-            "**OK**: no regression among the change points of the last {} runs ({} runs, {} series).",
+            "**OK**: no regression among the change points of the last {} runs ({} runs, {} series).{suspect}",
             t.settings.recent,
             t.runs,
             t.series.len()
@@ -38,9 +46,26 @@ pub fn markdown(t: &Trend) -> String {
     let _ = writeln!(s, "# Trend\n\n{}\n", verdict(t));
     let _ = writeln!(
         s,
-        "Change points by E-divisive means with a Student's t-test (Apache Otava's method): window {}, max p-value {}, min magnitude {}.\n",
-        t.settings.change.window, t.settings.change.max_pvalue, t.settings.change.min_magnitude
+        "Change points by E-divisive means with a Student's t-test (Apache Otava's method): window {}, max p-value {}, min magnitude {}; a regression counts once {} run(s) sit after its change point.\n",
+        t.settings.change.window,
+        t.settings.change.max_pvalue,
+        t.settings.min_magnitude_text(),
+        t.settings.confirm
     );
+    for line in recovered(t) {
+        let _ = writeln!(s, "- {}", escape::markdown(&line));
+    }
+    let eps = episodes(t);
+    if !eps.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n## Episodes\n\nThe regressions the history recorded, as they were judged:\n"
+        );
+        for line in eps {
+            let _ = writeln!(s, "- {}", escape::markdown(&line));
+        }
+        s.push('\n');
+    }
     let changed: Vec<&Series> = t.series.iter().filter(|s| !s.changes.is_empty()).collect();
     if changed.is_empty() {
         let _ = writeln!(s, "No change points.");
@@ -53,10 +78,11 @@ pub fn markdown(t: &Trend) -> String {
     for se in changed {
         for (i, c) in se.changes.iter().enumerate() {
             let newest = i + 1 == se.changes.len();
-            let verdict = match (c.regression, newest && se.regressed) {
-                (true, true) => "**regression**",
-                (true, false) => "worse",
-                (false, _) => "better",
+            let verdict = match (c.regression, newest && se.regressed, newest && se.suspect) {
+                (true, true, _) => "**regression**",
+                (true, _, true) => "suspect",
+                (true, _, _) => "worse",
+                (false, _, _) => "better",
             };
             let _ = writeln!(
                 s,
@@ -79,9 +105,70 @@ pub fn markdown(t: &Trend) -> String {
 /// One line per regressed series, as plain text (`case metric: before → after
 /// (+x%) from run R, p = …`): the step summary's list and the run report's.
 pub fn regressions(t: &Trend) -> Vec<String> {
+    lines(t, |s| s.regressed)
+}
+
+/// The same line for each suspect series (a recent regression not yet confirmed).
+pub fn suspects(t: &Trend) -> Vec<String> {
+    lines(t, |s| s.suspect)
+}
+
+/// One line per series back at its level after a recent regression (`case metric:
+/// recovered, now X; was before → after from run R`).
+pub fn recovered(t: &Trend) -> Vec<String> {
     t.series
         .iter()
-        .filter(|s| s.regressed)
+        .filter(|s| s.recovered)
+        .filter_map(|s| {
+            let c = s.changes.get(s.judged?)?;
+            Some(format!(
+                "{} {}: recovered, now {:.2}; was {:.2} → {:.2} ({}) from run {}",
+                s.case,
+                s.metric,
+                s.values.last()?,
+                c.mean_before,
+                c.mean_after,
+                pct(c.change),
+                c.run
+            ))
+        })
+        .collect()
+}
+
+/// One line per episode the history recorded (`case metric: before → after (+x%) from
+/// run R, judged regressed at runs A..B, recovered at run C`).
+pub fn episodes(t: &Trend) -> Vec<String> {
+    t.episodes
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}: {:.2} → {:.2} ({}) from run {}, judged regressed at run {}{}, {}",
+                e.case,
+                e.metric,
+                e.before,
+                e.after,
+                pct(e.change),
+                e.since,
+                e.first_flagged,
+                if e.last_flagged != e.first_flagged {
+                    format!(" to {}", e.last_flagged)
+                } else {
+                    String::new()
+                },
+                e.recovered_at
+                    .as_ref()
+                    .map_or("not recovered yet".to_string(), |r| format!(
+                        "recovered at run {r}"
+                    ))
+            )
+        })
+        .collect()
+}
+
+fn lines(t: &Trend, pick: impl Fn(&Series) -> bool) -> Vec<String> {
+    t.series
+        .iter()
+        .filter(|s| pick(s))
         .filter_map(|s| {
             let c = s.changes.last()?;
             Some(format!(
@@ -102,6 +189,12 @@ pub fn regressions(t: &Trend) -> Vec<String> {
 pub fn summary(t: &Trend) -> String {
     let mut s = format!("## Trend\n\n{}\n", verdict(t));
     for line in regressions(t) {
+        let _ = write!(s, "\n- {}", escape::markdown(&line));
+    }
+    for line in suspects(t) {
+        let _ = write!(s, "\n- suspect: {}", escape::markdown(&line));
+    }
+    for line in recovered(t) {
         let _ = write!(s, "\n- {}", escape::markdown(&line));
     }
     s.push('\n');

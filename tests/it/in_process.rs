@@ -104,3 +104,22 @@ fn schema_completions_and_man_print_without_a_process() {
     assert!(dir.join("benchplan.1").is_file() && dir.join("benchplan-run.1").is_file());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn compare_judges_with_the_plans_own_thresholds_when_the_folders_carry_them() {
+    let dir = tempdir("inproc-compare-plan");
+    let (base, cand) = (dir.join("base"), dir.join("cand"));
+    // TPOT 4% slower: within the default 5%, beyond this plan's 3%.
+    for (d, tpot) in [(&base, 10.0), (&cand, 10.4)] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("c4.json"), vllm_result(tpot)).unwrap();
+    }
+    let (b, c) = (base.to_str().unwrap(), cand.to_str().unwrap());
+    assert_eq!(cli(&["compare", b, c]), Exit::Ok);
+    let plan = r#"{"plan": {"report": {"regression_threshold": "3%"}}}"#;
+    std::fs::write(cand.join("plan.resolved.json"), plan).unwrap();
+    assert_eq!(cli(&["compare", b, c]), Exit::Regression);
+    // A flag still wins over the plan.
+    assert_eq!(cli(&["compare", b, c, "--threshold", "5%"]), Exit::Ok);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -81,6 +81,15 @@ pub struct SimParams {
     /// Latency multiplier at max_num_seqs running sequences (linear in between; 1 = no slowdown).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_factor_under_load: Option<f64>,
+    /// A warm-up: the first this many requests the engine admits (a client's smoke
+    /// request counts as one) are slower by `warmup_factor`, in prefill and in every
+    /// decode step, as an engine that compiles kernels or fills caches on its first
+    /// requests; tests know where the true steady window starts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup_requests: Option<u64>,
+    /// How much slower a warm-up request is (3 = three times its TTFT and ITL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup_factor: Option<f64>,
     /// Standard deviation of TTFT jitter.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttft_std: Option<Dur>,

@@ -20,6 +20,9 @@ pub struct SimConfig {
     pub prefill_time_per_token: f64,
     pub itl: f64,
     pub time_factor_under_load: f64,
+    /// The first this many admitted requests are `warmup_factor` times slower.
+    pub warmup_requests: u64,
+    pub warmup_factor: f64,
     pub ttft_std: f64,
     pub itl_std: f64,
     pub enable_prefix_caching: bool,
@@ -57,6 +60,8 @@ impl SimConfig {
             prefill_time_per_token: 0.0,
             itl: 0.0,
             time_factor_under_load: 1.0,
+            warmup_requests: 0,
+            warmup_factor: 1.0,
             ttft_std: 0.0,
             itl_std: 0.0,
             enable_prefix_caching: false,
@@ -149,6 +154,8 @@ impl SimConfig {
         set!(prefill_time_per_token, dur);
         set!(itl, dur);
         set!(time_factor_under_load);
+        set!(warmup_requests);
+        set!(warmup_factor);
         set!(ttft_std, dur);
         set!(itl_std, dur);
         set!(enable_prefix_caching);

@@ -341,3 +341,40 @@ async fn recorded_timings_are_the_actual_sends_and_match_what_the_client_saw() {
     assert_eq!(resp.status().as_u16(), 404);
     assert!(resp.text().await.unwrap().contains("--record-timings"));
 }
+
+/// `warmup_requests` and `warmup_factor`: the first admitted requests are slower by the
+/// factor in TTFT and ITL, the ones after at the configured latencies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_requests_warm_up_slower_by_the_factor() {
+    crate::support::timing_check(3, warmup_once).await;
+}
+
+async fn warmup_once() -> Result<(), String> {
+    // ground-truth: prefill 20 ms, ITL 10 ms; the first 3 requests 3x slower.
+    let sim = Simulator::start(SimConfig {
+        warmup_requests: 3,
+        warmup_factor: 3.0,
+        ..SimConfig::preset(Preset::GroundTruth)
+    })
+    .await
+    .unwrap();
+    let c = benchplan::client::http::build_client(false, None).unwrap();
+    let url = format!("{}/v1/completions", sim.base_url);
+    let mut rows = Vec::new();
+    for _ in 0..6 {
+        let (ttft, gaps, _) = timed(&c, &url, 5).await;
+        let itl = gaps.iter().map(Duration::as_secs_f64).sum::<f64>() / gaps.len() as f64;
+        rows.push((ttft.as_secs_f64() * 1e3, itl * 1e3));
+    }
+    // The first request also sets up the connection: a few ms more than the engine's.
+    for (i, (ttft, itl)) in rows.iter().enumerate() {
+        let (want_ttft, want_itl) = if i < 3 { (60.0, 30.0) } else { (20.0, 10.0) };
+        let slack = if i == 0 { 10.0 } else { 4.0 };
+        if (ttft - want_ttft).abs() > slack || (itl - want_itl).abs() > 1.0 {
+            return Err(format!(
+                "request {i}: TTFT {ttft:.1} ms, ITL {itl:.1} ms; want {want_ttft}, {want_itl}: {rows:?}"
+            ));
+        }
+    }
+    Ok(())
+}

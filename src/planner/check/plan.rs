@@ -153,6 +153,16 @@ fn check_services(plan: &Plan, out: &mut Vec<Diagnostic>) {
                     "must be at least 1.0 (1 means no slowdown)",
                 ));
             }
+            if sim
+                .params
+                .warmup_factor
+                .is_some_and(|f| !(f.is_finite() && f >= 1.0))
+            {
+                out.push(Diagnostic::error(
+                    join_key(&sp, "warmup_factor"),
+                    "must be a number of at least 1.0 (3 means three times slower while warming up)",
+                ));
+            }
         }
     }
 }

@@ -141,6 +141,11 @@ pub async fn run_case(
             deadline: plan.execution.timeout.map(|t| Instant::now() + t.0),
             // Dataset files are relative to the plan's folder, as `validate` reads them.
             data_dir: planned.source.dir.clone(),
+            timeslice: plan.report.timeslice.map(|d| d.0.as_secs_f64()),
+            steady_min_requests: plan
+                .report
+                .steady_min_requests
+                .unwrap_or(crate::metrics::window::MIN_STEADY_REQUESTS),
             ..RunOptions::default()
         };
         let res = match execute(resolved, svc, &params, &opts).await {
@@ -221,6 +226,16 @@ pub async fn run_case(
     let path = dir.join(format!("{}.json", case.id));
     if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {
         return CaseOutcome::unwritten(&path, e);
+    }
+    // The timeslices beside it, for a spreadsheet (`report.timeslice`).
+    if let Some(csv) = crate::report::csv::timeslices_csv(&result) {
+        let slices = dir.join(format!("{}.timeslices.csv", case.id));
+        let written = csv
+            .map_err(std::io::Error::other)
+            .and_then(|t| write_atomic(&slices, t.as_bytes()));
+        if let Err(e) = written {
+            return CaseOutcome::unwritten(&slices, e);
+        }
     }
     let (status, error) = match ended {
         Some((s, e)) => (s, Some(e)),

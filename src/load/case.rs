@@ -14,6 +14,7 @@ use crate::service::target::{Resolved, target};
 
 use crate::metrics::summary::{RpsChangeEvent, Summary, summarize};
 use crate::metrics::turns::summarize_turns;
+use crate::metrics::window::Window;
 use crate::plan::dataset::MultiTurnDataset;
 use crate::plan::{CaseParams, Dataset, Service};
 use crate::tokenizer::TokenModel;
@@ -49,6 +50,23 @@ fn run_summary(run: &CaseRun, params: &CaseParams, tokens: Option<&TokenModel>) 
         .collect();
     s.spec_decode = run.server_metrics.as_ref().and_then(|m| m.spec_decode());
     s
+}
+
+/// The run's measured window: its timeslices when asked, and its steady window.
+fn run_window(
+    run: &CaseRun,
+    params: &CaseParams,
+    tokens: Option<&TokenModel>,
+    opts: &RunOptions,
+) -> Window {
+    Window::of(
+        &run.records,
+        run.duration,
+        params,
+        tokens,
+        opts.timeslice,
+        opts.steady_min_requests,
+    )
 }
 
 /// Runs one case against one resolved service.
@@ -96,8 +114,10 @@ pub async fn execute(
     let t = target(resolved, service, &params);
     let run = run_case(t.clone(), params.clone(), inputs.clone(), opts).await?;
     let summary = run_summary(&run, &params, Some(&resolved.tokens));
+    let window = run_window(&run, &params, Some(&resolved.tokens), opts);
     Ok(CaseResult {
         summary,
+        window,
         multi_turn: None,
         run,
         inputs,
@@ -148,6 +168,7 @@ async fn execute_conversations(
     .await?;
     let tokens = Some(&resolved.tokens);
     let summary = run_summary(&run, &params, tokens);
+    let window = run_window(&run, &params, tokens, opts);
     let multi_turn = Some(summarize_turns(
         &run.records,
         &run.planned_turns,
@@ -157,6 +178,7 @@ async fn execute_conversations(
     ));
     Ok(CaseResult {
         summary,
+        window,
         multi_turn,
         run,
         inputs,

@@ -383,5 +383,7 @@ pub async fn run_conversations(
         accounting,
         planned_turns,
         server_metrics,
+        // Multi-turn cases do not record the machine yet.
+        machine: None,
     })
 }

@@ -5,6 +5,7 @@ pub mod case;
 pub mod conversation;
 pub mod fdlimit;
 pub mod guard;
+pub mod machine;
 pub mod options;
 pub mod prepare;
 pub mod result;

@@ -36,6 +36,11 @@ pub struct RunOptions {
     /// Say on stderr what the smoke request waits for when it takes more than a few
     /// seconds (`bench`, which prints nothing else before its run).
     pub announce_waits: bool,
+    /// Cut the case into timeslices this long (seconds; `report.timeslice`,
+    /// `bench --timeslice`); None: none.
+    pub timeslice: Option<f64>,
+    /// The fewest requests a steady window is judged on (`report.steady_min_requests`).
+    pub steady_min_requests: usize,
 }
 
 impl Default for RunOptions {
@@ -53,6 +58,8 @@ impl Default for RunOptions {
             data_dir: std::path::PathBuf::from("."),
             server_metrics: None,
             announce_waits: false,
+            timeslice: None,
+            steady_min_requests: crate::metrics::window::MIN_STEADY_REQUESTS,
         }
     }
 }

@@ -17,6 +17,8 @@ use crate::results::deviations::{self, Facts};
 #[derive(Debug)]
 pub struct CaseResult {
     pub summary: Summary,
+    /// The measured window: timeslices and the steady window (see `metrics::window`).
+    pub window: crate::metrics::window::Window,
     /// Conversation outcomes and per-turn metrics, for multi-turn cases.
     pub multi_turn: Option<MultiTurnSummary>,
     pub run: CaseRun,
@@ -188,6 +190,11 @@ impl CaseResult {
         detailed: bool,
         extras: Map<String, Value>,
     ) -> Map<String, Value> {
+        let mut extras = extras;
+        extras.extend(crate::results::vllm_json::window_json(params, &self.window));
+        if let Some(m) = &self.run.machine {
+            extras.insert("machine".into(), serde_json::json!(m));
+        }
         match &self.raw {
             Some(raw) => {
                 let mut r = raw.clone();

@@ -121,6 +121,8 @@ pub struct CaseRun {
     pub planned_turns: Vec<u32>,
     /// The server's own metrics over the measured requests, when it serves them.
     pub server_metrics: Option<crate::servermetrics::ServerMetrics>,
+    /// How busy the measuring machine was over the measured requests.
+    pub machine: Option<super::machine::Machine>,
 }
 
 /// Reads the server's page before the measured requests start (after the smoke
@@ -217,6 +219,10 @@ pub async fn run_case(
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RequestRecord>();
     let handle = tokio::runtime::Handle::current();
     let before = scrape_before(opts).await;
+    // How busy the machine is while the measured requests run (see `machine`).
+    let machine_before = super::machine::Snapshot::take();
+    let lag_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let lag = tokio::spawn(super::machine::lag_probe(lag_stop.clone()));
     let start = Instant::now();
     let scraping = before.map(|(src, page)| src.sample(page, start));
     // vLLM's `rps_change_events` for a ramp-up: the start rate, then each whole rate
@@ -357,6 +363,10 @@ pub async fn run_case(
     )
     .await;
     let duration = start.elapsed().as_secs_f64();
+    lag_stop.store(true, Ordering::Relaxed);
+    let lags = lag.await.unwrap_or_default();
+    let machine =
+        super::machine::Machine::between(&machine_before, &super::machine::Snapshot::take(), &lags);
     let rps_change_events = dispatcher.join().unwrap_or_default();
     let accounting = Accounting::of(n as u64, &collected.records, 0, collected.interrupted);
     let server_metrics = match scraping {
@@ -373,6 +383,7 @@ pub async fn run_case(
         warmups_failed,
         interrupted: collected.interrupted,
         timed_out: collected.timed_out,
+        machine: Some(machine),
         accounting,
         planned_turns: vec![],
         server_metrics,

@@ -377,6 +377,7 @@ pub async fn execute(
         warmups_failed: 0,
         interrupted: false,
         timed_out: false,
+        machine: None,
         accounting: Accounting {
             scheduled: summary.completed + summary.failed,
             completed: summary.completed,
@@ -387,6 +388,8 @@ pub async fn execute(
         server_metrics: None,
     };
     Ok(CaseResult {
+        // vLLM's own client measured it: its records are not benchplan's to cut.
+        window: Default::default(),
         summary,
         multi_turn: None,
         run,

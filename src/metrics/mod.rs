@@ -10,3 +10,4 @@ pub mod stats;
 pub mod summary;
 pub mod table;
 pub mod turns;
+pub mod window;

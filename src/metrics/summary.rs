@@ -149,6 +149,66 @@ pub struct Summary {
     pub delivery: super::checks::Delivery,
     /// Whether the server's token counts agree with its streams; short outputs.
     pub accounting: super::checks::TokenAccounting,
+    /// An open-loop case's send rate against the one it asked for.
+    pub load: Option<SendRate>,
+}
+
+/// How fast an open-loop case's requests went out, against its schedule.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct SendRate {
+    /// `request_rate`, per second.
+    pub asked: f64,
+    /// The rate of the schedule drawn for it (Poisson or gamma gaps scatter it).
+    pub scheduled: f64,
+    /// The rate the requests actually went out at.
+    pub sent: f64,
+}
+
+impl SendRate {
+    /// Sends that fell this far behind the schedule did not give the case its load.
+    pub const SHORT: f64 = 0.9;
+
+    /// Of an open-loop run's records; None for a closed loop or under 10 requests.
+    fn of(records: &[RequestRecord], params: &CaseParams) -> Option<SendRate> {
+        let asked = params.request_rate.0;
+        if !asked.is_finite() || records.len() < 10 {
+            return None;
+        }
+        let rate = |t: &dyn Fn(&RequestRecord) -> f64| {
+            let lo = records.iter().map(t).fold(f64::INFINITY, f64::min);
+            let hi = records.iter().map(t).fold(f64::NEG_INFINITY, f64::max);
+            (hi > lo).then(|| (records.len() - 1) as f64 / (hi - lo))
+        };
+        Some(SendRate {
+            asked,
+            scheduled: rate(&|r| r.scheduled)?,
+            sent: rate(&|r| r.start)?,
+        })
+    }
+
+    /// The warning when the sends fell behind the schedule.
+    pub fn warning(&self, lag_p99_ms: Option<f64>, queue_p99_ms: Option<f64>) -> Option<String> {
+        (self.sent < Self::SHORT * self.scheduled).then(|| {
+            let mut why = Vec::new();
+            if let Some(l) = lag_p99_ms {
+                why.push(format!("schedule lag P99 {l:.0} ms"));
+            }
+            if let Some(q) = queue_p99_ms.filter(|q| *q > 0.0) {
+                why.push(format!("client queue P99 {q:.0} ms behind the concurrency cap"));
+            }
+            format!(
+                "the case did not get its load: asked {:.2} req/s (its schedule {:.2}), sent {:.2} req/s{}; a concurrency cap, an over-saturated server or a client that could not keep up held it back",
+                self.asked,
+                self.scheduled,
+                self.sent,
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", why.join(", "))
+                }
+            )
+        })
+    }
 }
 
 impl Summary {
@@ -169,6 +229,18 @@ impl Summary {
     pub fn warnings(&self) -> Vec<String> {
         let mut w: Vec<String> = self.delivery.warning().into_iter().collect();
         w.extend(self.accounting.warnings());
+        let p99 = |s: &Option<LatencyStats>| {
+            s.as_ref().and_then(|s| {
+                s.percentiles
+                    .iter()
+                    .find(|(p, _)| *p == 99.0)
+                    .map(|(_, v)| *v)
+            })
+        };
+        w.extend(
+            self.load
+                .and_then(|l| l.warning(p99(&self.schedule_lag), p99(&self.client_queue))),
+        );
         w
     }
 }
@@ -475,6 +547,7 @@ pub fn summarize(
         s.stats.push(LatencyStats::of(m, values, pcts));
     }
     s.schedule_lag = Some(LatencyStats::of(Metric::E2el, &lags, &[50.0, 99.0, 100.0]));
+    s.load = SendRate::of(records, params);
     s.client_queue = Some(LatencyStats::of(
         Metric::ClientQueueTime,
         &queue,

@@ -115,11 +115,40 @@ pub struct Report {
     /// Otava's own answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trend_min_magnitude: Option<Percent>,
+    /// Cut every case into timeslices this long (such as "10s"): per slice, requests
+    /// started, finished, failed and in flight, throughput and latency percentiles,
+    /// in the result (`benchplan.timeslices`), as `{case}.timeslices.csv` beside it, and
+    /// as a chart in the report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeslice: Option<super::units::Dur>,
+    /// The fewest requests a case's steady window is judged on (20); fewer: "too few
+    /// requests to judge".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steady_min_requests: Option<usize>,
+    /// A case measured while the machine's CPU pressure (PSI `some`, `benchplan.machine`)
+    /// was at or above this is judged "inconclusive: the measuring machine was busy"
+    /// against a baseline instead of regressed. Unset: not judged (see the README's
+    /// "The measuring machine" for why there is no default yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_cpu_pressure: Option<Percent>,
+    /// The same for the client's own run-queue wait, milliseconds per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_runqueue_ms_per_s: Option<f64>,
 }
 
 impl Report {
     /// The runs after a change point that confirm it (see `trend_confirm`).
     pub const TREND_CONFIRM: usize = 2;
+
+    /// The thresholds at or above which a case's machine was busy: (CPU pressure in
+    /// percent, client run-queue wait in ms per second); an unset one never is.
+    pub fn busy_thresholds(&self) -> (f64, f64) {
+        (
+            self.busy_cpu_pressure
+                .map_or(f64::INFINITY, |p| p.0 * 100.0),
+            self.busy_runqueue_ms_per_s.unwrap_or(f64::INFINITY),
+        )
+    }
 
     /// The relative change of `metric` beyond which the baseline gate calls it a
     /// regression: the metric's own threshold, else its service's, else the plan's.
@@ -149,6 +178,10 @@ impl Default for Report {
             significance: 0.01,
             trend_confirm: None,
             trend_min_magnitude: None,
+            timeslice: None,
+            steady_min_requests: None,
+            busy_cpu_pressure: None,
+            busy_runqueue_ms_per_s: None,
         }
     }
 }

@@ -26,6 +26,10 @@ pub struct DeltaRow {
     /// results carry no samples to test.
     pub p_value: Option<f64>,
     pub regression: bool,
+    /// Beyond its threshold and significant, but measured on a busy machine (either
+    /// side): why, with the figures. Not a regression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inconclusive: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -43,6 +47,9 @@ pub struct Comparison {
     pub warnings: Vec<String>,
     /// The p-value below which a change beyond its threshold is a regression.
     pub significance: f64,
+    /// Rows that would be regressions but were measured on a busy machine.
+    #[serde(default)]
+    pub inconclusive: usize,
 }
 
 /// The plan hash a run folder's manifest records, if any.
@@ -280,6 +287,17 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
                 delta > t
             };
             let p_value = worse_p_value(k, br, cr, t);
+            let worse = beyond && p_value.is_none_or(|p| p < cfg.significance);
+            // A busy machine on either side: the difference may be the machine's.
+            let busy = CaseFile::new(cr)
+                .machine_busy(cfg.busy_thresholds())
+                .map(|w| format!("the measuring machine was busy for this run: {w}"))
+                .or_else(|| {
+                    CaseFile::new(br)
+                        .machine_busy(cfg.busy_thresholds())
+                        .map(|w| format!("the measuring machine was busy for the baseline: {w}"))
+                });
+            let inconclusive = busy.filter(|_| worse);
             rows.push(DeltaRow {
                 case: id.clone(),
                 metric: k.to_string(),
@@ -289,7 +307,8 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
                 threshold_pct: t * 100.0,
                 better: better.into(),
                 p_value,
-                regression: beyond && p_value.is_none_or(|p| p < cfg.significance),
+                regression: worse && inconclusive.is_none(),
+                inconclusive,
             });
         }
     }
@@ -298,6 +317,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
     let unmatched_fail = !cfg.allow_unmatched;
     let regressions = rows.iter().filter(|r| r.regression).count()
         + if unmatched_fail { unmatched.len() } else { 0 };
+    let inconclusive = rows.iter().filter(|r| r.inconclusive.is_some()).count();
     let mut warnings = Vec::new();
     if let (Some(a), Some(b)) = (plan_hash_of(base), plan_hash_of(cand))
         && a != b
@@ -323,6 +343,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
         unmatched_fail,
         warnings,
         significance: cfg.significance,
+        inconclusive,
     })
 }
 
@@ -378,7 +399,11 @@ pub fn markdown(c: &Comparison) -> String {
             if r.better == "higher" { "-" } else { "+" },
             r.threshold_pct,
             p_text(r.p_value),
-            if r.regression { "REGRESSION" } else { "ok" }
+            match (&r.inconclusive, r.regression) {
+                (Some(why), _) => format!("inconclusive: {why}"),
+                (None, true) => "REGRESSION".into(),
+                (None, false) => "ok".into(),
+            }
         ));
     }
     for u in &c.unmatched {

@@ -62,6 +62,36 @@ pub fn summary_csv(rows: &[Row]) -> Result<String, String> {
     String::from_utf8(w.into_inner().map_err(|e| e.to_string())?).map_err(|e| e.to_string())
 }
 
+/// A case's timeslices as CSV (`{case}.timeslices.csv`): one row a slice, its bounds
+/// and counts first, then every metric the slices hold; None without timeslices.
+pub fn timeslices_csv(result: &Map<String, Value>) -> Option<Result<String, String>> {
+    let slices = CaseFile::new(result).timeslices();
+    if slices.is_empty() {
+        return None;
+    }
+    let mut columns: Vec<&str> = Vec::new();
+    for s in &slices {
+        for k in s.keys() {
+            if !columns.contains(&k.as_str()) {
+                columns.push(k);
+            }
+        }
+    }
+    let write = || -> Result<String, String> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(&columns).map_err(|e| e.to_string())?;
+        for s in &slices {
+            let row: Vec<String> = columns
+                .iter()
+                .map(|c| s.get(*c).and_then(cell).unwrap_or_default())
+                .collect();
+            w.write_record(&row).map_err(|e| e.to_string())?;
+        }
+        String::from_utf8(w.into_inner().map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+    };
+    Some(write())
+}
+
 fn cell(v: &Value) -> Option<String> {
     match v {
         Value::Number(n) => Some(n.to_string()),

@@ -68,6 +68,25 @@ pub struct CaseView {
     /// The matrix values of this case other than the service and the load
     /// (concurrency and rate have their own columns), by axis key.
     pub axes: indexmap::IndexMap<String, String>,
+    /// The steady window: where it is and what it measured beside the whole run.
+    pub steady: Option<SteadyView>,
+}
+
+/// A case's steady window (`benchplan.steady`) as the report shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SteadyView {
+    /// Seconds from the case's first send.
+    pub start_s: f64,
+    pub end_s: f64,
+    pub requests: u64,
+    /// Whether it holds a steady state, and in words (`steady`, `no steady state: …`,
+    /// `too few requests to judge: …`).
+    pub steady: bool,
+    pub status: String,
+    pub ttft_mean: Option<f64>,
+    pub ttft_p99: Option<f64>,
+    pub tpot_mean: Option<f64>,
+    pub out_tok_s: Option<f64>,
 }
 
 /// A multi-turn case's conversations: the counts the result holds (`total`,
@@ -305,6 +324,7 @@ pub fn case_view(
         spread: None,
         conversations: None,
         axes: indexmap::IndexMap::new(),
+        steady: None,
     };
     let Some(r) = result else { return v };
     v.conversations = conversations_view(r);
@@ -324,6 +344,7 @@ pub fn case_view(
     v.tpot_p99 = f.latency(P99, Metric::Tpot);
     v.itl_p99 = f.latency(P99, Metric::Itl);
     v.e2el_p99 = f.latency(P99, Metric::E2el);
+    v.steady = steady_view(&f);
     let total = v.completed + v.failed;
     v.success_pct = f
         .recorded_success_rate()
@@ -359,6 +380,24 @@ pub fn case_view(
         }
     }
     v
+}
+
+/// The steady window of a result, when it has one.
+fn steady_view(f: &CaseFile) -> Option<SteadyView> {
+    let (start_s, end_s, requests) = f.steady_window()?;
+    let (steady, status) = f.steady_status()?;
+    let s = f.steady()?;
+    Some(SteadyView {
+        start_s,
+        end_s,
+        requests,
+        steady,
+        status,
+        ttft_mean: s.latency(Stat::Mean, Metric::Ttft),
+        ttft_p99: s.latency(P99, Metric::Ttft),
+        tpot_mean: s.latency(Stat::Mean, Metric::Tpot),
+        out_tok_s: s.output_throughput(),
+    })
 }
 
 /// Every SLO judged on a summary.

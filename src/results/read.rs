@@ -228,6 +228,62 @@ impl<'a> CaseFile<'a> {
         Some(if all > 0.0 { good / all } else { 0.0 })
     }
 
+    /// The case's timeslices (`benchplan.timeslices`): each slice's bounds, counts and
+    /// metrics under the whole run's keys, oldest first.
+    pub fn timeslices(&self) -> Vec<&'a Map<String, Value>> {
+        self.in_block("timeslices")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_object).collect())
+            .unwrap_or_default()
+    }
+
+    /// The steady window's block (`benchplan.steady`), when the case has one.
+    pub fn steady(&self) -> Option<CaseFile<'a>> {
+        self.in_block("steady")?.as_object().map(CaseFile)
+    }
+
+    /// Whether the steady window is steady (`benchplan.steady.steady`), and in words.
+    pub fn steady_status(&self) -> Option<(bool, String)> {
+        let s = self.in_block("steady")?;
+        Some((
+            s.get("steady")?.as_bool()?,
+            s.get("status")?.as_str()?.to_string(),
+        ))
+    }
+
+    /// The steady window's bounds in seconds from the first send, and its requests.
+    pub fn steady_window(&self) -> Option<(f64, f64, u64)> {
+        let w = self.in_block("steady")?.get("window")?;
+        Some((
+            w.get("start_s")?.as_f64()?,
+            w.get("end_s")?.as_f64()?,
+            w.get("requests")?.as_u64()?,
+        ))
+    }
+
+    /// Why the machine that measured this case was busy (`benchplan.machine` at or above
+    /// `thresholds`: CPU pressure in percent, client run-queue ms per second), with the
+    /// figures; None when it was not, or the file does not say.
+    pub fn machine_busy(&self, thresholds: (f64, f64)) -> Option<String> {
+        let m = self.in_block("machine")?;
+        let psi = m.get("cpu_pressure_pct").and_then(Value::as_f64);
+        let rq = m.get("client_runqueue_ms_per_s").and_then(Value::as_f64);
+        let mut why = Vec::new();
+        if let Some(p) = psi.filter(|p| *p >= thresholds.0) {
+            why.push(format!(
+                "CPU pressure {p:.1}% (at or above {:.0}%)",
+                thresholds.0
+            ));
+        }
+        if let Some(q) = rq.filter(|q| *q >= thresholds.1) {
+            why.push(format!(
+                "client run-queue wait {q:.0} ms/s (at or above {:.0})",
+                thresholds.1
+            ));
+        }
+        (!why.is_empty()).then(|| why.join(", "))
+    }
+
     /// Requests per second, in vLLM's wording.
     pub fn request_throughput(&self) -> Option<f64> {
         self.number("request_throughput")

@@ -228,6 +228,9 @@ pub fn result_json(
     if let Some(q) = &s.client_queue {
         b.insert("client_queue_time".into(), small_stats(q));
     }
+    if let Some(l) = &s.load {
+        b.insert("send_rate".into(), json!(l));
+    }
     // The storage codec is the file's: base64 of HDR's V2 deflate form.
     let hists: Map<String, Value> = s
         .histograms
@@ -248,6 +251,83 @@ pub fn result_json(
     }
     o.insert("benchplan".into(), Value::Object(b));
     o
+}
+
+/// The whole run's metric keys of a partial summary (a slice's, the steady window's):
+/// the same names (`mean_ttft_ms`, `output_throughput`, …) from the same writer.
+fn metric_keys(p: &CaseParams, s: &Summary) -> Map<String, Value> {
+    const COUNTS: [&str; 5] = [
+        "completed",
+        "failed",
+        "duration",
+        "total_input_tokens",
+        "total_output_tokens",
+    ];
+    result_json(&Header::default(), p, s, None, false, Map::new())
+        .into_iter()
+        .filter(|(k, v)| {
+            v.is_number()
+                && (COUNTS.contains(&k.as_str())
+                    || crate::metrics::table::of_result_key(k).is_some())
+        })
+        .collect()
+}
+
+/// A case's measured window as its result's `benchplan` block keeps it: `timeslices`
+/// (when cut) and `steady`.
+pub fn window_json(p: &CaseParams, w: &crate::metrics::window::Window) -> Map<String, Value> {
+    let mut b = Map::new();
+    if !w.timeslices.is_empty() {
+        b.insert(
+            "timeslices".into(),
+            Value::Array(w.timeslices.iter().map(|x| slice_json(p, x)).collect()),
+        );
+    }
+    if let Some(st) = &w.steady {
+        b.insert("steady".into(), steady_json(p, st));
+    }
+    b
+}
+
+/// One timeslice: its bounds and counts, then its metrics under the whole run's keys.
+fn slice_json(p: &CaseParams, x: &crate::metrics::window::Slice) -> Value {
+    let mut o = Map::new();
+    o.insert("start_s".into(), json!(x.start_s));
+    o.insert("end_s".into(), json!(x.end_s));
+    o.insert("started".into(), json!(x.started));
+    o.insert("finished".into(), json!(x.finished));
+    o.insert("errors".into(), json!(x.errors));
+    o.insert("in_flight".into(), json!(x.in_flight));
+    o.extend(metric_keys(p, &x.summary));
+    Value::Object(o)
+}
+
+/// The steady window (`benchplan.steady`): where it is, whether it is steady, and its
+/// metrics under the whole run's keys.
+fn steady_json(p: &CaseParams, st: &crate::metrics::window::Steady) -> Value {
+    use crate::metrics::window::{Loop, Steadiness};
+    let mut o = Map::new();
+    o.insert(
+        "window".into(),
+        json!({
+            "start_s": st.start_s,
+            "end_s": st.end_s,
+            "requests": st.requests,
+            "ramp_s": st.ramp_s,
+            "drain_s": st.drain_s,
+        }),
+    );
+    o.insert(
+        "found_by".into(),
+        match st.how {
+            Loop::Closed { target } => json!({"loop": "closed", "in_flight": target}),
+            Loop::Open => json!({"loop": "open", "mser5_warmup_requests": st.warmup_requests}),
+        },
+    );
+    o.insert("steady".into(), json!(st.status == Steadiness::Steady));
+    o.insert("status".into(), json!(st.status.describe()));
+    o.extend(metric_keys(p, &st.summary));
+    Value::Object(o)
 }
 
 /// The Rust vllm-bench's multi-turn keys, `per_turn_metrics` included.

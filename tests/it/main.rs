@@ -35,3 +35,4 @@ mod trend;
 mod trust;
 mod vllm_cli;
 mod vllm_engine;
+mod window;

@@ -537,6 +537,7 @@ fn the_step_summary_of_a_500_case_plan_stays_under_githubs_limit() {
                 better: "lower".into(),
                 p_value: Some(1e-9),
                 regression: true,
+                inconclusive: None,
             });
         }
         cases.push(c);
@@ -565,6 +566,7 @@ fn the_step_summary_of_a_500_case_plan_stays_under_githubs_limit() {
             unmatched_fail: true,
             warnings: Vec::new(),
             significance: 0.01,
+            inconclusive: 0,
         }),
         trend: None,
         charts: Vec::new(),

@@ -307,6 +307,10 @@ pub struct BenchArgs {
     /// benchplan: skip the unmeasured smoke request before the run.
     #[arg(long)]
     pub no_smoke: bool,
+    /// benchplan: cut the run into timeslices this many seconds long (in the result
+    /// as `benchplan.timeslices`: counts, throughput and latency percentiles per slice).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeslice: Option<f64>,
     /// benchplan: ignore HTTP_PROXY, HTTPS_PROXY and NO_PROXY and send every request
     /// directly (vLLM's client honours them; so does benchplan by default).
     #[arg(long)]

@@ -108,6 +108,7 @@ pub fn run_one(args: &BenchArgs) -> OneRun {
             progress: !args.disable_tqdm && std::io::stderr().is_terminal(),
             smoke: !args.no_smoke,
             announce_waits: true,
+            timeslice: args.timeslice,
             ..RunOptions::default()
         };
         if let Some(p) = &case.params.request_id_prefix {

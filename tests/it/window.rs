@@ -1,0 +1,335 @@
+//! The measured window end to end against the simulator: a known warm-up is cut from
+//! the steady window, a closed loop reports its ramp and drain, and timeslices are
+//! written to the result and beside it.
+
+use crate::support::{batch_dir, benchplan, read_json, stderr, tempdir};
+
+/// An open loop at 20 requests/s whose first 20 measured requests are three times
+/// slower (the smoke request is the simulator's first admission, hence 21), and a
+/// closed loop of 4; timeslices of one second.
+const PLAN: &str = r#"
+name = "window"
+[services.sim]
+sim = { preset = "ground-truth", ttft = "50ms", itl = "2ms", warmup_requests = 21, warmup_factor = 3.0 }
+[defaults]
+dataset = { name = "random", input_len = 16, output_len = 8 }
+num_prompts = 100
+[matrix]
+request_rate = [20.0]
+[report]
+charts = false
+timeslice = "1s"
+"#;
+
+#[test]
+fn a_known_warm_up_is_cut_and_the_steady_ttft_is_the_injected_one() {
+    // Alone: a neighbour's burst in the simulator's latencies is a second warm-up.
+    let _cpu = crate::support::alone();
+    let dir = tempdir("window-warmup");
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, PLAN).unwrap();
+    let out = benchplan(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--quiet",
+        "--results-dir",
+        dir.join("r").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = batch_dir(&dir.join("r"));
+    let case = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && p.file_name().unwrap().to_str().unwrap().starts_with("sim-")
+        })
+        .unwrap();
+    let r = read_json(&case);
+    let st = &r["benchplan"]["steady"];
+    assert_eq!(st["found_by"]["loop"], "open", "{st:#}");
+    // The warm-up ends with the 20th measured send, about 1 s in at 20/s: the window
+    // starts within one slice of it.
+    let start = st["window"]["start_s"].as_f64().unwrap();
+    assert!((start - 1.0).abs() <= 1.0, "{st:#}");
+    let cut = st["found_by"]["mser5_warmup_requests"].as_u64().unwrap();
+    assert!((20..=30).contains(&cut), "{st:#}");
+    // Steady TTFT is the injected 50 ms (within 3%); the whole run's mean is not.
+    let steady = st["mean_ttft_ms"].as_f64().unwrap();
+    let whole = r["mean_ttft_ms"].as_f64().unwrap();
+    assert!((steady - 50.0).abs() / 50.0 < 0.03, "steady {steady}");
+    assert!((whole - 50.0).abs() / 50.0 > 0.03, "whole {whole}");
+    assert_eq!(st["steady"], true, "{st:#}");
+    // The timeslices: in the result, and as CSV beside it, one row a slice.
+    let slices = r["benchplan"]["timeslices"].as_array().unwrap();
+    assert!(slices.len() >= 5, "{}", slices.len());
+    let started: u64 = slices.iter().map(|s| s["started"].as_u64().unwrap()).sum();
+    assert_eq!(started, 100);
+    // The first slice holds the warm-up: its TTFT is the slow one.
+    assert!(
+        slices[0]["mean_ttft_ms"].as_f64().unwrap() > 100.0,
+        "{:#}",
+        slices[0]
+    );
+    let csv_path = case.with_extension("timeslices.csv");
+    let csv = std::fs::read_to_string(&csv_path).unwrap();
+    assert_eq!(csv.lines().count(), slices.len() + 1);
+    assert!(
+        csv.starts_with("start_s,end_s,started,finished,errors,in_flight,"),
+        "{csv}"
+    );
+    // The report shows the window beside the whole run.
+    let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        md.contains("### Steady window") && md.contains("| steady |"),
+        "{md}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_closed_loop_reports_its_ramp_and_drain_and_too_few_requests_to_judge() {
+    let dir = tempdir("window-closed");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"
+name = "closed"
+[services.sim]
+sim = { preset = "ground-truth", ttft = "20ms", itl = "2ms" }
+[defaults]
+dataset = { name = "random", input_len = 16, output_len = 8 }
+num_prompts = 24
+[matrix]
+max_concurrency = [16]
+[report]
+charts = false
+"#,
+    )
+    .unwrap();
+    let out = benchplan(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--quiet",
+        "--results-dir",
+        dir.join("r").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = batch_dir(&dir.join("r"));
+    let case = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && p.file_name().unwrap().to_str().unwrap().starts_with("sim-")
+        })
+        .unwrap();
+    let r = read_json(&case);
+    let st = &r["benchplan"]["steady"];
+    assert_eq!(st["found_by"]["loop"], "closed", "{st:#}");
+    assert_eq!(st["found_by"]["in_flight"], 16, "{st:#}");
+    let w = &st["window"];
+    // 24 prompts at 16: the second wave is the drain; what ran wholly at full load is
+    // too little to judge, and the case says so rather than a number.
+    assert!(w["drain_s"].as_f64().unwrap() > 0.0, "{st:#}");
+    assert!(w["ramp_s"].as_f64().is_some(), "{st:#}");
+    assert!(w["requests"].as_u64().unwrap() < 24, "{st:#}");
+    assert_eq!(st["steady"], false, "{st:#}");
+    assert!(
+        st["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("too few requests to judge"),
+        "{st:#}"
+    );
+    let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(md.contains("too few requests to judge"), "{md}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// An open loop held back by a concurrency cap: asked 200 requests/s, one at a time
+/// against a 20 ms server gets about 40. The result, the report and the warnings say so;
+/// one that kept its schedule does not.
+#[test]
+fn an_open_loop_case_that_did_not_get_its_load_says_so() {
+    let dir = tempdir("window-load");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"
+name = "held-back"
+[services.sim]
+sim = { preset = "ground-truth", ttft = "20ms", itl = "1ms" }
+[defaults]
+dataset = { name = "random", input_len = 16, output_len = 2 }
+num_prompts = 30
+max_concurrency = 1
+[matrix]
+request_rate = [200.0, 5.0]
+[report]
+charts = false
+"#,
+    )
+    .unwrap();
+    let out = benchplan(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--quiet",
+        "--results-dir",
+        dir.join("r").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = batch_dir(&dir.join("r"));
+    let mut held = 0;
+    for e in std::fs::read_dir(&run).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        if !(name.starts_with("sim-") && name.ends_with(".json")) {
+            continue;
+        }
+        let r = read_json(&p);
+        let rate = &r["benchplan"]["send_rate"];
+        let warned = r["benchplan"]["warnings"].as_array().is_some_and(|w| {
+            w.iter()
+                .any(|w| w.as_str().unwrap().contains("did not get its load"))
+        });
+        if r["request_rate"].as_f64() == Some(200.0) {
+            held += 1;
+            assert!(rate["sent"].as_f64().unwrap() < 60.0, "{rate}");
+            assert!(warned, "{:#}", r["benchplan"]["warnings"]);
+        } else {
+            assert!(!warned, "{:#}", r["benchplan"]["warnings"]);
+        }
+    }
+    assert_eq!(held, 1);
+    let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        md.contains("did not get its load: asked 200.00 req/s"),
+        "{md}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A CPU hog, two spinning threads a core, until dropped: a neighbour that makes the
+/// machine busy.
+struct Hog(
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    Vec<std::thread::JoinHandle<()>>,
+);
+
+fn hog() -> Hog {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let threads = (0..2 * cores)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            })
+        })
+        .collect();
+    Hog(stop, threads)
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.1.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A slower service measured beside a CPU hog on every core is "inconclusive" against a
+/// quiet baseline (the machine's figures say why), not a regression; the same slowdown
+/// on a quiet machine is a regression.
+#[test]
+fn a_busy_machine_makes_a_comparison_inconclusive_and_a_quiet_one_does_not() {
+    let _cpu = crate::support::alone();
+    let dir = tempdir("window-busy");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"
+name = "busy"
+[services.sim]
+sim = { preset = "ground-truth", ttft = "50ms", itl = "1ms" }
+[defaults]
+dataset = { name = "random", input_len = 16, output_len = 2 }
+num_prompts = 24
+max_concurrency = 4
+[report]
+charts = false
+compare_metrics = ["p50_ttft_ms"]
+"#,
+    )
+    .unwrap();
+    let run = |results: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            plan.to_str().unwrap(),
+            "--quiet",
+            "--results-dir",
+            results,
+        ];
+        args.extend_from_slice(extra);
+        benchplan(&args)
+    };
+    let quiet = dir.join("quiet");
+    let out = run(quiet.to_str().unwrap(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let base = batch_dir(&quiet);
+    let base_case = std::fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("sim-"))
+        .unwrap();
+    let m = read_json(&base_case)["benchplan"]["machine"].clone();
+    let quiet_rq = m["client_runqueue_ms_per_s"]
+        .as_f64()
+        .expect("schedstat on Linux");
+    // The threshold from this machine's quiet figure (settable: the plan's own).
+    let threshold = format!(
+        "report.busy_runqueue_ms_per_s={}",
+        (quiet_rq * 1.6).max(20.0)
+    );
+    let baseline = format!("report.baseline={}", base.display());
+    let slower = "services.sim.sim.ttft=60ms";
+    // Busy and 20% slower: inconclusive, exit 0.
+    let busy_dir = dir.join("busy");
+    let busy = hog();
+    let out = run(
+        busy_dir.to_str().unwrap(),
+        &["--set", &threshold, "--set", &baseline, "--set", slower],
+    );
+    drop(busy);
+    let md = std::fs::read_to_string(batch_dir(&busy_dir).join("report.md")).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}\n{md}", stderr(&out));
+    assert!(
+        md.contains("inconclusive: the measuring machine was busy for this run: "),
+        "{md}"
+    );
+    let busy_case = std::fs::read_dir(batch_dir(&busy_dir))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("sim-"))
+        .unwrap();
+    let bm = &read_json(&busy_case)["benchplan"]["machine"];
+    assert!(
+        bm["client_runqueue_ms_per_s"].as_f64().unwrap() > 2.5 * quiet_rq,
+        "{bm} vs {m}"
+    );
+    // Quiet and 20% slower: a regression, exit 4.
+    let slow_dir = dir.join("slow");
+    let out = run(
+        slow_dir.to_str().unwrap(),
+        &["--set", &threshold, "--set", &baseline, "--set", slower],
+    );
+    let md = std::fs::read_to_string(batch_dir(&slow_dir).join("report.md")).unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}\n{md}", stderr(&out));
+    assert!(md.contains("| REGRESSION |"), "{md}");
+    std::fs::remove_dir_all(&dir).ok();
+}

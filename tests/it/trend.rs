@@ -30,49 +30,28 @@ compare_metrics = ["p50_ttft_ms", "success_rate"]
 "#;
 
 /// Runs the plan `runs` times, with TTFT `slow` from run `from` on (0-based); the
-/// history and each run's exit code.
+/// history and each run's exit code. A run of an unchanged server that exits 4 prints
+/// its report's trend section, so a failure says which series moved.
 fn nightly(
     dir: &Path,
     runs: usize,
     from: usize,
     slow: &str,
 ) -> (std::path::PathBuf, Vec<Option<i32>>) {
-    let plan = dir.join("plan.toml");
-    let history = dir.join("history/nightly.jsonl");
-    std::fs::write(
-        &plan,
-        format!("{PLAN}history = \"{}\"\n", history.display()),
-    )
-    .unwrap();
-    let mut codes = Vec::new();
-    for i in 0..runs {
-        let ttft = if i >= from { slow } else { "50ms" };
-        let out = benchplan(&[
-            "run",
-            plan.to_str().unwrap(),
-            "--quiet",
-            "--results-dir",
-            dir.join("r").to_str().unwrap(),
-            "--set",
-            &format!("services.sim.sim.ttft={ttft}"),
-        ]);
-        let err = stderr(&out);
-        // The trend has its say from the first run on; a run after the change may
-        // already see it (exit 4).
-        assert!(matches!(out.status.code(), Some(0 | 4)), "run {i}: {err}");
-        assert!(err.contains("trend regression(s)"), "run {i}: {err}");
-        if out.status.code() == Some(4) && from == usize::MAX {
-            let report = err
-                .lines()
-                .find_map(|l| l.strip_prefix("report: "))
-                .and_then(|p| std::fs::read_to_string(p).ok())
-                .unwrap_or_default();
-            let trend = report.split("## Trend").nth(1).unwrap_or("").to_string();
+    let ttfts: Vec<&str> = (0..runs)
+        .map(|i| if i >= from { slow } else { "50ms" })
+        .collect();
+    let (history, nights) = nights(dir, &ttfts);
+    for (i, (code, _, report)) in nights.iter().enumerate() {
+        // The trend has its say from the first run on.
+        let md = std::fs::read_to_string(report).unwrap();
+        assert!(md.contains("## Trend"), "run {i}: {md}");
+        if *code == Some(4) && from == usize::MAX {
+            let trend = md.split("## Trend").nth(1).unwrap_or("");
             eprintln!("run {i} exited 4 on an unchanged server:{trend}");
         }
-        codes.push(out.status.code());
     }
-    (history, codes)
+    (history, nights.iter().map(|n| n.0).collect())
 }
 
 /// `benchplan trend` as JSON, with a minimum magnitude of 5%: a busy runner's numbers

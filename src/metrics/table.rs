@@ -1,8 +1,10 @@
 //! One table of the metrics a result reports ([`METRICS`]): each one's result key, its
-//! label and unit, which way is better, and whether it is a latency family (read with a
-//! statistic: `p99_ttft_ms`) or one number (`output_throughput`). The SLO grammar and its
-//! help, the compare gate, the history's trend and the report read it; a metric the
-//! summary already computes becomes an SLO key and a compared metric by adding its row.
+//! label, short name and unit, which way is better, and whether it is a latency family
+//! (read with a statistic: `p99_ttft_ms`) or one number (`output_throughput`). The SLO
+//! grammar and its help, the compare gate, the history's trend, the report's view and
+//! the result reader read it (summary.csv writes the result's keys, which are its keys);
+//! a metric the summary already computes becomes an SLO key and a compared metric by
+//! adding its row.
 
 use crate::metrics::summary::Summary;
 use crate::plan::params::Metric;
@@ -70,6 +72,8 @@ pub struct MetricDef {
     pub key: &'static str,
     /// What a person calls it.
     pub label: &'static str,
+    /// Its name in a report's tight spots (`TTFT`, `req/s`).
+    pub short: &'static str,
     pub unit: Unit,
     pub higher_is_better: bool,
     pub shape: Shape,
@@ -92,6 +96,7 @@ const fn latency(metric: Metric, key: &'static str, label: &'static str) -> Metr
     MetricDef {
         key,
         label,
+        short: label,
         unit: Unit::Ms,
         higher_is_better: false,
         shape: Shape::Latency(metric),
@@ -108,6 +113,7 @@ const fn latency(metric: Metric, key: &'static str, label: &'static str) -> Metr
 const fn scalar(
     key: &'static str,
     label: &'static str,
+    short: &'static str,
     unit: Unit,
     evidence: Evidence,
     of_summary: fn(&Summary) -> Option<f64>,
@@ -115,6 +121,7 @@ const fn scalar(
     MetricDef {
         key,
         label,
+        short,
         unit,
         higher_is_better: true,
         shape: Shape::Scalar,
@@ -163,6 +170,7 @@ pub const METRICS: &[MetricDef] = &[
     scalar(
         "request_throughput",
         "request throughput",
+        "req/s",
         Unit::RequestsPerSecond,
         Evidence::E2elSamples,
         |s| Some(s.request_throughput),
@@ -171,6 +179,7 @@ pub const METRICS: &[MetricDef] = &[
     scalar(
         "output_throughput",
         "output throughput",
+        "out tok/s",
         Unit::TokensPerSecond,
         Evidence::E2elSamples,
         |s| (!s.pooling).then_some(s.output_throughput),
@@ -179,6 +188,7 @@ pub const METRICS: &[MetricDef] = &[
     scalar(
         "max_output_tokens_per_s",
         "peak output throughput",
+        "peak out tok/s",
         Unit::TokensPerSecond,
         Evidence::None,
         |s| (!s.pooling).then_some(s.max_output_tokens_per_s),
@@ -186,6 +196,7 @@ pub const METRICS: &[MetricDef] = &[
     scalar(
         "total_token_throughput",
         "total token throughput",
+        "tok/s",
         Unit::TokensPerSecond,
         Evidence::E2elSamples,
         |s| Some(s.total_token_throughput),
@@ -193,6 +204,7 @@ pub const METRICS: &[MetricDef] = &[
     .no_slo(),
     scalar(
         "request_goodput",
+        "goodput",
         "goodput",
         Unit::RequestsPerSecond,
         Evidence::E2elSamples,
@@ -202,12 +214,14 @@ pub const METRICS: &[MetricDef] = &[
     scalar(
         "success_rate",
         "success rate",
+        "success",
         Unit::Percent,
         Evidence::Counts,
         |s| (s.completed + s.failed > 0).then(|| s.success_rate()),
     ),
     scalar(
         "goodput_ratio",
+        "goodput ratio",
         "goodput ratio",
         Unit::Ratio,
         Evidence::None,
@@ -227,6 +241,7 @@ pub const METRICS: &[MetricDef] = &[
     scalar(
         "output_ratio",
         "output ratio",
+        "output ratio",
         Unit::Percent,
         Evidence::None,
         |s| s.accounting.output_ratio,
@@ -234,6 +249,23 @@ pub const METRICS: &[MetricDef] = &[
     .not_compared()
     .optional(),
 ];
+
+/// A result key's name in a report's tight spots: `TTFT P99`, `TPOT mean`, `req/s`;
+/// None for a key no row covers.
+pub fn short_label(k: &str) -> Option<String> {
+    let d = of_result_key(k)?;
+    Some(match d.shape {
+        Shape::Scalar => d.short.to_string(),
+        Shape::Latency(_) => {
+            let stat = k.split_once('_').map_or("", |(s, _)| s);
+            let stat = match stat {
+                "mean" | "median" | "std" => stat.to_string(),
+                p => p.to_uppercase(),
+            };
+            format!("{} {stat}", d.short)
+        }
+    })
+}
 
 /// The row of a latency metric.
 pub fn latency_def(metric: Metric) -> &'static MetricDef {
@@ -366,6 +398,12 @@ mod tests {
         }
         assert!(higher_is_better("request_goodput") && higher_is_better("success_rate"));
         assert!(!higher_is_better("p99_itl_ms") && !higher_is_better("unknown"));
+        assert_eq!(short_label("p99_ttft_ms").as_deref(), Some("TTFT P99"));
+        assert_eq!(short_label("mean_tpot_ms").as_deref(), Some("TPOT mean"));
+        assert_eq!(
+            short_label("output_throughput").as_deref(),
+            Some("out tok/s")
+        );
         // A row added to the table is an SLO key and a compared metric at once.
         let peak = crate::slo::Slo::from_entry(
             "max_output_tokens_per_s",

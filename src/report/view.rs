@@ -362,14 +362,18 @@ pub fn case_view(
     }
     if let Some(count) = f.repeat_count() {
         v.repeats = Some(count);
+        // The metrics whose spread a reader checks first, named by the metric table.
         let parts: Vec<String> = [
-            ("req/s", "request_throughput"),
-            ("out tok/s", "output_throughput"),
-            ("TTFT P99", "p99_ttft_ms"),
-            ("TPOT P99", "p99_tpot_ms"),
+            "request_throughput",
+            "output_throughput",
+            "p99_ttft_ms",
+            "p99_tpot_ms",
         ]
         .iter()
-        .filter_map(|(label, k)| f.repeat_spread(k).map(|x| format!("{label} ±{x:.1}%")))
+        .filter_map(|k| {
+            let label = crate::metrics::table::short_label(k)?;
+            f.repeat_spread(k).map(|x| format!("{label} ±{x:.1}%"))
+        })
         .collect();
         v.spread = (!parts.is_empty()).then(|| parts.join(", "));
     }

@@ -653,6 +653,11 @@ fn junit_repeats_parallel_and_report_rerendering() {
     assert!(v["benchplan"]["repeats"]["spread_pct"]["mean_ttft_ms"].is_number());
     // `report` re-renders the same folder.
     let first = std::fs::read_to_string(b.join("report.md")).unwrap();
+    // The spread across runs, named by the metric table.
+    assert!(
+        first.contains("(2 runs): req/s ±") && first.contains(", TTFT P99 ±"),
+        "{first}"
+    );
     let out = benchplan(&["report", b.to_str().unwrap(), "--format", "csv"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out).lines().count(), 5);

@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use hdrhistogram::Histogram;
 use serde::Serialize;
 
 /// The counters read at one moment.
@@ -108,8 +109,8 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// The figures between two snapshots, with the event loop's lags (ms).
-    pub fn between(a: &Snapshot, b: &Snapshot, lags_ms: &[f64]) -> Machine {
+    /// The figures between two snapshots, with the event loop's lags (µs).
+    pub fn between(a: &Snapshot, b: &Snapshot, lags_us: &Histogram<u64>) -> Machine {
         let secs = match (a.at, b.at) {
             (Some(x), Some(y)) => y.saturating_duration_since(x).as_secs_f64(),
             _ => 0.0,
@@ -136,11 +137,9 @@ impl Machine {
             }
             _ => m.missing.push("steal (no /proc/stat)"),
         }
-        if !lags_ms.is_empty() {
-            let mut l = lags_ms.to_vec();
-            l.sort_by(f64::total_cmp);
-            m.event_loop_lag_p99_ms = Some(crate::metrics::stats::percentile_sorted(&l, 99.0));
-            m.event_loop_lag_max_ms = l.last().copied();
+        if !lags_us.is_empty() {
+            m.event_loop_lag_p99_ms = Some(lags_us.value_at_quantile(0.99) as f64 / 1e3);
+            m.event_loop_lag_max_ms = Some(lags_us.max() as f64 / 1e3);
         }
         m
     }
@@ -149,14 +148,15 @@ impl Machine {
 /// The timer a lag probe sleeps.
 pub const LAG_TICK: Duration = Duration::from_millis(10);
 
-/// Measures the event loop's lag until `stop` is set: how late each 10 ms sleep woke.
-pub async fn lag_probe(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Vec<f64> {
-    let mut lags = Vec::new();
+/// Measures the event loop's lag until `stop` is set: how late each 10 ms sleep woke,
+/// in µs (a histogram: a run of hours keeps a few KB, not a sample a tick).
+pub async fn lag_probe(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Histogram<u64> {
+    let mut lags = Histogram::new(3).expect("3 significant digits");
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let t = Instant::now();
         tokio::time::sleep(LAG_TICK).await;
         let late = t.elapsed().saturating_sub(LAG_TICK);
-        lags.push(late.as_secs_f64() * 1e3);
+        lags.saturating_record(late.as_micros() as u64);
     }
     lags
 }
@@ -194,14 +194,24 @@ mod tests {
             runqueue_ns: Some(200_000_000),
             steal: Some((10, 200)),
         };
-        let m = Machine::between(&a, &b, &[0.1, 0.2, 5.0]);
+        let mut lags = Histogram::new(3).unwrap();
+        for us in [100, 200, 5000] {
+            lags.record(us).unwrap();
+        }
+        let m = Machine::between(&a, &b, &lags);
         assert_eq!(m.cpu_pressure_pct, Some(50.0));
         assert_eq!(m.client_runqueue_ms_per_s, Some(200.0));
         assert_eq!(m.steal_pct, Some(10.0));
-        assert_eq!(m.event_loop_lag_max_ms, Some(5.0));
+        // The histogram keeps 3 significant digits.
+        let max = m.event_loop_lag_max_ms.unwrap();
+        assert!((max - 5.0).abs() <= 0.005, "{max}");
         assert!(m.missing.is_empty());
         // A kernel without PSI says so.
-        let none = Machine::between(&Snapshot::default(), &Snapshot::default(), &[]);
+        let none = Machine::between(
+            &Snapshot::default(),
+            &Snapshot::default(),
+            &Histogram::new(3).unwrap(),
+        );
         assert_eq!(none.missing.len(), 3);
     }
 }

@@ -364,7 +364,9 @@ pub async fn run_case(
     .await;
     let duration = start.elapsed().as_secs_f64();
     lag_stop.store(true, Ordering::Relaxed);
-    let lags = lag.await.unwrap_or_default();
+    let lags = lag
+        .await
+        .unwrap_or_else(|_| hdrhistogram::Histogram::new(3).expect("3 significant digits"));
     let machine =
         super::machine::Machine::between(&machine_before, &super::machine::Snapshot::take(), &lags);
     let rps_change_events = dispatcher.join().unwrap_or_default();

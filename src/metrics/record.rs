@@ -47,3 +47,39 @@ impl RequestRecord {
         (self.dispatched - self.scheduled).max(0.0)
     }
 }
+
+#[cfg(test)]
+impl RequestRecord {
+    /// A successful streamed request for a test: sent (and scheduled) at `start`, its
+    /// first token `ttft` later, then one token event per gap of `itl`; `usage` output
+    /// tokens when the server said; 10 prompt tokens, as many asked as it streamed.
+    pub(crate) fn streamed(
+        index: usize,
+        start: f64,
+        ttft: f64,
+        itl: &[f64],
+        usage: Option<u64>,
+    ) -> RequestRecord {
+        RequestRecord {
+            index,
+            scheduled: start,
+            dispatched: start,
+            start,
+            written: None,
+            connect: None,
+            prompt_len: 10,
+            expected_output_len: itl.len() as u64 + 1,
+            sample: Sample {
+                success: true,
+                ttft,
+                latency: ttft + itl.iter().sum::<f64>(),
+                itl: itl.to_vec(),
+                chunks: itl.len() as u32 + 1,
+                done: true,
+                usage_completion: usage,
+                ..Sample::default()
+            },
+            turn: None,
+        }
+    }
+}

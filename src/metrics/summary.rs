@@ -571,32 +571,14 @@ pub fn summarize(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::sample::{RequestError, Sample};
+    use crate::metrics::sample::RequestError;
     use crate::plan::params::Goodput;
     use crate::plan::units::Dur;
 
     fn rec(i: usize, start: f64, ttft: f64, itl: &[f64], usage: Option<u64>) -> RequestRecord {
-        let latency = ttft + itl.iter().sum::<f64>();
         RequestRecord {
-            index: i,
-            scheduled: start,
-            dispatched: start,
-            start,
-            written: None,
-            connect: None,
-            prompt_len: 10,
             expected_output_len: 4,
-            sample: Sample {
-                success: true,
-                ttft,
-                latency,
-                itl: itl.to_vec(),
-                chunks: itl.len() as u32 + 1,
-                done: true,
-                usage_completion: usage,
-                ..Sample::default()
-            },
-            turn: None,
+            ..RequestRecord::streamed(i, start, ttft, itl, usage)
         }
     }
 

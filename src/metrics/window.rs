@@ -84,11 +84,9 @@ pub fn timeslices(
     if !(width > 0.0 && width.is_finite()) || records.is_empty() {
         return Vec::new();
     }
-    let last = records
-        .iter()
-        .map(|r| r.start)
-        .fold(duration, f64::max)
-        .max(records.iter().map(end).fold(0.0, f64::max).min(duration));
+    // The run ends with its duration (a send after it, of an interrupted run, extends
+    // it to that send).
+    let last = records.iter().map(|r| r.start).fold(duration, f64::max);
     let count = ((last / width).ceil() as usize).max(1);
     (0..count)
         .map(|k| {
@@ -126,11 +124,11 @@ pub enum Loop {
 #[derive(Debug, Clone)]
 pub struct Steady {
     pub how: Loop,
-    /// Seconds from the case's first send.
+    /// Seconds from the case's first send: `start_s` is also the ramp-up (or warm-up)
+    /// before the window.
     pub start_s: f64,
     pub end_s: f64,
-    /// The ramp-up before the window and the drain after it, in seconds.
-    pub ramp_s: f64,
+    /// The drain after the window, in seconds.
     pub drain_s: f64,
     /// Open loop: the requests MSER-5 cut as warm-up.
     pub warmup_requests: usize,
@@ -261,7 +259,6 @@ pub fn steady(
         how,
         start_s: a - first,
         end_s: b - first,
-        ramp_s: (a - first).max(0.0),
         drain_s: (last_end - b).max(0.0),
         warmup_requests: cut,
         requests: inside.len(),
@@ -467,31 +464,9 @@ pub fn trend(points: &[(f64, f64)], span: f64) -> Option<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::sample::Sample;
 
     fn rec(i: usize, start: f64, ttft: f64, itl: f64, tokens: usize) -> RequestRecord {
-        let gaps = vec![itl; tokens - 1];
-        RequestRecord {
-            index: i,
-            scheduled: start,
-            dispatched: start,
-            start,
-            written: None,
-            connect: None,
-            prompt_len: 10,
-            expected_output_len: tokens as u64,
-            sample: Sample {
-                success: true,
-                ttft,
-                latency: ttft + gaps.iter().sum::<f64>(),
-                itl: gaps,
-                chunks: tokens as u32,
-                done: true,
-                usage_completion: Some(tokens as u64),
-                ..Sample::default()
-            },
-            turn: None,
-        }
+        RequestRecord::streamed(i, start, ttft, &vec![itl; tokens - 1], Some(tokens as u64))
     }
 
     fn params(concurrency: Option<u64>, rate: f64, n: u64) -> CaseParams {
@@ -559,14 +534,14 @@ mod tests {
         // The last wave is sent at 9 × 0.14 s and its first answer ends the window.
         assert!((st.end_s - 10.0 * 0.14).abs() < 1e-9, "{}", st.end_s);
         assert_eq!(st.requests, 40);
-        assert!(st.drain_s.abs() < 1e-9 && st.ramp_s.abs() < 1e-9);
+        assert!(st.drain_s.abs() < 1e-9 && st.start_s.abs() < 1e-9);
         // A staggered ramp: slot k opens at k × 0.1 s; the window starts at the fourth.
         let mut ramped = closed(4, 40, 0.05);
         for r in &mut ramped {
             r.start += (r.index % 4) as f64 * 0.01;
         }
         let st = steady(&ramped, &p, Some(&TokenModel::Builtin), 20).unwrap();
-        assert!((st.ramp_s - 0.03).abs() < 1e-9, "{}", st.ramp_s);
+        assert!((st.start_s - 0.03).abs() < 1e-9, "{}", st.start_s);
         assert!(st.drain_s > 0.0 && st.requests < 40);
     }
 

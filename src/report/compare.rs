@@ -259,6 +259,15 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
         if let Some(w) = prefix_cache_warning(id, br, cr) {
             cache_warnings.push(w);
         }
+        // A busy machine on either side: a difference may be the machine's.
+        let busy = CaseFile::new(cr)
+            .machine_busy(cfg.busy_thresholds())
+            .map(|w| format!("the measuring machine was busy for this run: {w}"))
+            .or_else(|| {
+                CaseFile::new(br)
+                    .machine_busy(cfg.busy_thresholds())
+                    .map(|w| format!("the measuring machine was busy for the baseline: {w}"))
+            });
         let metrics: Vec<&str> = match &cfg.compare_metrics {
             Some(list) => list.iter().map(String::as_str).collect(),
             None => table::DEFAULT_COMPARED.to_vec(),
@@ -288,16 +297,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
             };
             let p_value = worse_p_value(k, br, cr, t);
             let worse = beyond && p_value.is_none_or(|p| p < cfg.significance);
-            // A busy machine on either side: the difference may be the machine's.
-            let busy = CaseFile::new(cr)
-                .machine_busy(cfg.busy_thresholds())
-                .map(|w| format!("the measuring machine was busy for this run: {w}"))
-                .or_else(|| {
-                    CaseFile::new(br)
-                        .machine_busy(cfg.busy_thresholds())
-                        .map(|w| format!("the measuring machine was busy for the baseline: {w}"))
-                });
-            let inconclusive = busy.filter(|_| worse);
+            let inconclusive = busy.clone().filter(|_| worse);
             rows.push(DeltaRow {
                 case: id.clone(),
                 metric: k.to_string(),

@@ -179,9 +179,9 @@ impl<'a> CaseFile<'a> {
     /// A compared metric's value (`report.compare_metrics`, the history): its result key
     /// (a `p50_` is also vLLM's `median_`), the success rate in percent from the counts.
     pub fn metric(&self, k: &str) -> Option<f64> {
-        match k {
-            "success_rate" => self.success_rate(),
-            _ => self.number(k).or_else(|| self.number(&median_alias(k)?)),
+        match crate::metrics::table::scalar_named(k) {
+            Some(def) => Measured::scalar(self, def),
+            None => self.number(k).or_else(|| self.number(&median_alias(k)?)),
         }
     }
 

@@ -53,6 +53,22 @@ pub fn result_json(
     detailed: bool,
     extras: Map<String, Value>,
 ) -> Map<String, Value> {
+    let mut o = vllm_keys(h, p, s, multi_turn, detailed);
+    o.insert(
+        "benchplan".into(),
+        Value::Object(benchplan_block(s, detailed, extras)),
+    );
+    o
+}
+
+/// The keys vLLM writes, in its order.
+fn vllm_keys(
+    h: &Header,
+    p: &CaseParams,
+    s: &Summary,
+    multi_turn: Option<&MultiTurnSummary>,
+    detailed: bool,
+) -> Map<String, Value> {
     let backend = p.backend().name();
     let mut o = Map::new();
     o.insert("date".into(), json!(h.date));
@@ -187,6 +203,11 @@ pub fn result_json(
     if let Some(mt) = multi_turn {
         multi_turn_keys(&mut o, p, mt);
     }
+    o
+}
+
+/// benchplan's block: what vLLM's keys do not say, then the caller's `extras`.
+fn benchplan_block(s: &Summary, detailed: bool, extras: Map<String, Value>) -> Map<String, Value> {
     let mut b = Map::new();
     b.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
     b.insert("failed".into(), json!(s.failed));
@@ -249,8 +270,7 @@ pub fn result_json(
     for (k, v) in extras {
         b.insert(k, v);
     }
-    o.insert("benchplan".into(), Value::Object(b));
-    o
+    b
 }
 
 /// The whole run's metric keys of a partial summary (a slice's, the steady window's):
@@ -263,7 +283,9 @@ fn metric_keys(p: &CaseParams, s: &Summary) -> Map<String, Value> {
         "total_input_tokens",
         "total_output_tokens",
     ];
-    result_json(&Header::default(), p, s, None, false, Map::new())
+    // vLLM's keys only: the benchplan block (its encoded histograms above all) is the
+    // whole run's alone.
+    vllm_keys(&Header::default(), p, s, None, false)
         .into_iter()
         .filter(|(k, v)| {
             v.is_number()
@@ -313,7 +335,7 @@ fn steady_json(p: &CaseParams, st: &crate::metrics::window::Steady) -> Value {
             "start_s": st.start_s,
             "end_s": st.end_s,
             "requests": st.requests,
-            "ramp_s": st.ramp_s,
+            "ramp_s": st.start_s,
             "drain_s": st.drain_s,
         }),
     );

@@ -187,6 +187,16 @@ impl SimConfig {
         1.0 + (self.time_factor_under_load - 1.0) * (r - 1.0) / (self.max_num_seqs as f64 - 1.0)
     }
 
+    /// How much slower the engine's `admitted`-th request is (0-based): the warm-up
+    /// factor for the first `warmup_requests`, else 1.
+    pub fn warmup(&self, admitted: u64) -> f64 {
+        if admitted < self.warmup_requests {
+            self.warmup_factor
+        } else {
+            1.0
+        }
+    }
+
     /// Prefill time (s) before jitter and load, for `uncached` prompt tokens.
     pub fn prefill_time(&self, uncached: u64) -> f64 {
         self.ttft

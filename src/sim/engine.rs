@@ -158,11 +158,7 @@ impl Engine {
                     .then(|| self.rng.range(1, total - 1));
             let lf = self.config.load_factor(self.seqs.len() as u64 + 1);
             // A warm-up request (see `SimParams::warmup_requests`) is slower throughout.
-            let warm = if self.next_id < self.config.warmup_requests {
-                self.config.warmup_factor
-            } else {
-                1.0
-            };
+            let warm = self.config.warmup(self.next_id);
             let prefill = self.jitter(
                 self.config.prefill_time(prompt_len - cached),
                 self.config.ttft_std,
@@ -271,11 +267,7 @@ impl Engine {
             }
             let k = self.config.tokens_per_chunk.min(seq.total - seq.emitted);
             let lf = self.config.load_factor(self.seqs.len() as u64);
-            let warm = if id < self.config.warmup_requests {
-                self.config.warmup_factor
-            } else {
-                1.0
-            };
+            let warm = self.config.warmup(id);
             let (itl, std) = (self.config.itl, self.config.itl_std);
             let step: f64 = (0..k).map(|_| self.jitter(itl, std)).sum::<f64>() * lf * warm;
             self.heap

@@ -1,6 +1,8 @@
 //! The commands that send no traffic, run in this process through `cli::run` (as oha
 //! tests its command line): their exit codes and what they write, without a spawn.
 
+use std::path::{Path, PathBuf};
+
 use benchplan::cli::{Cli, run};
 use benchplan::exit::Exit;
 
@@ -33,6 +35,17 @@ fn vllm_result(tpot_ms: f64) -> String {
         "std_e2el_ms": 1.0, "p99_e2el_ms": 25.0 + 31.0 * tpot_ms,
     })
     .to_string()
+}
+
+/// Two folders `base` and `cand` under `dir`, each holding one plain vLLM result
+/// (`c4.json`) with the TPOT given.
+fn two_folders(dir: &Path, base_tpot: f64, cand_tpot: f64) -> (PathBuf, PathBuf) {
+    let (base, cand) = (dir.join("base"), dir.join("cand"));
+    for (d, tpot) in [(&base, base_tpot), (&cand, cand_tpot)] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("c4.json"), vllm_result(tpot)).unwrap();
+    }
+    (base, cand)
 }
 
 #[test]
@@ -73,11 +86,7 @@ fn init_writes_a_plan_that_validates_and_never_overwrites_one() {
 #[test]
 fn report_and_compare_read_vllm_results_without_a_process() {
     let dir = tempdir("inproc-report");
-    let (base, cand) = (dir.join("base"), dir.join("cand"));
-    for (d, tpot) in [(&base, 1.0), (&cand, 8.0)] {
-        std::fs::create_dir_all(d).unwrap();
-        std::fs::write(d.join("c4.json"), vllm_result(tpot)).unwrap();
-    }
+    let (base, cand) = two_folders(&dir, 1.0, 8.0);
     let (b, c) = (base.to_str().unwrap(), cand.to_str().unwrap());
     // A folder benchplan did not write is written into only with --out.
     assert_eq!(cli(&["report", b]), Exit::BadPlan);
@@ -108,12 +117,8 @@ fn schema_completions_and_man_print_without_a_process() {
 #[test]
 fn compare_judges_with_the_plans_own_thresholds_when_the_folders_carry_them() {
     let dir = tempdir("inproc-compare-plan");
-    let (base, cand) = (dir.join("base"), dir.join("cand"));
     // TPOT 4% slower: within the default 5%, beyond this plan's 3%.
-    for (d, tpot) in [(&base, 10.0), (&cand, 10.4)] {
-        std::fs::create_dir_all(d).unwrap();
-        std::fs::write(d.join("c4.json"), vllm_result(tpot)).unwrap();
-    }
+    let (base, cand) = two_folders(&dir, 10.0, 10.4);
     let (b, c) = (base.to_str().unwrap(), cand.to_str().unwrap());
     assert_eq!(cli(&["compare", b, c]), Exit::Ok);
     let plan = r#"{"plan": {"report": {"regression_threshold": "3%"}}}"#;

@@ -191,6 +191,10 @@ pub enum Command {
         /// Per-metric threshold, such as p99_ttft_ms=10%. Repeatable.
         #[arg(long = "metric-threshold", value_name = "KEY=PCT")]
         metric_threshold: Vec<String>,
+        /// What to compare: each case's steady window (`steady`) or the whole run
+        /// (`whole`). Default: the plan's `report.measure`, else steady.
+        #[arg(long, value_parser = ["steady", "whole"])]
+        measure: Option<String>,
     },
     /// Merge the shard folders of one plan (`run --shard I/N`) into one run folder and report.
     Merge {
@@ -372,9 +376,20 @@ pub fn run(cli: Cli) -> Exit {
             cand,
             threshold,
             metric_threshold,
-        } => {
-            crate::commands::report::compare(&base, &cand, threshold.as_deref(), &metric_threshold)
-        }
+            measure,
+        } => crate::commands::report::compare(
+            &base,
+            &cand,
+            threshold.as_deref(),
+            &metric_threshold,
+            measure.as_deref().map(|m| {
+                if m == "whole" {
+                    crate::plan::Measure::Whole
+                } else {
+                    crate::plan::Measure::Steady
+                }
+            }),
+        ),
         Command::Run { plan, run, shard } => {
             with_plan(&plan, |full| crate::commands::run::run(full, run, &shard))
         }

@@ -17,6 +17,9 @@ pub enum Exit {
     SloViolated = 3,
     /// Measured, and a result regressed against the baseline.
     Regression = 4,
+    /// Measured, nothing regressed, but a verdict was inconclusive because the
+    /// measuring machine was busy; only with `report.exit_on_inconclusive` (else 0).
+    Inconclusive = 5,
     /// Stopped by Ctrl-C (SIGINT); what finished was saved (128 + SIGINT, as shells report it).
     Interrupted = 130,
     /// Stopped by SIGTERM (Kubernetes, `docker stop`), handled as SIGINT (128 + 15).
@@ -38,12 +41,13 @@ impl Exit {
     fn rank(self) -> u8 {
         match self {
             Exit::Ok => 0,
-            Exit::Regression => 1,
-            Exit::SloViolated => 2,
-            Exit::Runtime => 3,
+            Exit::Inconclusive => 1,
+            Exit::Regression => 2,
+            Exit::SloViolated => 3,
+            Exit::Runtime => 4,
             // Whichever signal stopped the run first decides (see `worst`).
-            Exit::Interrupted | Exit::Terminated | Exit::HungUp => 4,
-            Exit::BadPlan => 5,
+            Exit::Interrupted | Exit::Terminated | Exit::HungUp => 5,
+            Exit::BadPlan => 6,
         }
     }
 
@@ -78,12 +82,13 @@ impl Exit {
     }
 
     /// Every verdict, in the order of the README's table.
-    pub const ALL: [Exit; 8] = [
+    pub const ALL: [Exit; 9] = [
         Exit::Ok,
         Exit::Runtime,
         Exit::BadPlan,
         Exit::SloViolated,
         Exit::Regression,
+        Exit::Inconclusive,
         Exit::Interrupted,
         Exit::Terminated,
         Exit::HungUp,
@@ -101,7 +106,7 @@ mod tests {
 
     #[test]
     fn codes_are_stable_and_precedence_is_documented() {
-        assert_eq!(Exit::ALL.map(Exit::code), [0, 1, 2, 3, 4, 130, 143, 129]);
+        assert_eq!(Exit::ALL.map(Exit::code), [0, 1, 2, 3, 4, 5, 130, 143, 129]);
         assert!(
             Exit::ALL
                 .iter()

@@ -160,7 +160,13 @@ fn report_as(
     }
 }
 
-pub fn compare(base: &Path, cand: &Path, threshold: Option<&str>, per_metric: &[String]) -> Exit {
+pub fn compare(
+    base: &Path,
+    cand: &Path,
+    threshold: Option<&str>,
+    per_metric: &[String],
+    measure: Option<crate::plan::Measure>,
+) -> Exit {
     // The plan's own gate when the candidate (else the baseline) folder carries it, so
     // `compare` judges as the nightly run did; the flags still win.
     let carried = [cand, base]
@@ -182,6 +188,9 @@ pub fn compare(base: &Path, cand: &Path, threshold: Option<&str>, per_metric: &[
         }
         None => Report::default(),
     };
+    if let Some(m) = measure {
+        cfg.measure = m;
+    }
     if let Some(threshold) = threshold {
         match parse_percent(threshold) {
             Ok(t) => cfg.regression_threshold = Percent(t),

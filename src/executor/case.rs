@@ -13,7 +13,6 @@ use crate::files::write_atomic;
 use crate::load::case::execute;
 use crate::load::options::RunOptions;
 use crate::planner::{Case, Planned};
-use crate::report::view::verdicts;
 use crate::results::vllm_json::Header;
 use crate::service::preflight::{self, Prepared};
 use crate::service::target::Resolved;
@@ -146,6 +145,13 @@ pub async fn run_case(
                 .report
                 .steady_min_requests
                 .unwrap_or(crate::metrics::window::MIN_STEADY_REQUESTS),
+            oversaturation: crate::metrics::oversaturation::Settings::of(
+                &plan.execution.oversaturation,
+            ),
+            stop_on_oversaturation: plan
+                .execution
+                .stop_on
+                .contains(&crate::plan::settings::StopOn::Oversaturation),
             ..RunOptions::default()
         };
         let res = match execute(resolved, svc, &params, &opts).await {
@@ -176,18 +182,19 @@ pub async fn run_case(
         extras.insert("service".into(), json!(case.service));
         extras.insert("repeat".into(), json!(rep));
         extras.insert("params".into(), crate::redact::redacted(&params));
-        extras.insert(
-            "slo_verdicts".into(),
-            json!(match &res.raw {
-                // Another client's result: judged on its own numbers, as a merge judges.
-                Some(raw) => slos
-                    .iter()
-                    .filter_map(|(slo, _)| slo.judge(&crate::results::read::CaseFile::new(raw)))
-                    .collect::<Vec<_>>(),
-                None => verdicts(&res.summary, &slos),
-            }),
+        let mut result = res.result_json(&header, &params, plan.execution.save_detailed, extras);
+        // Judged on the file (another client's result on its own numbers, as a merge
+        // judges): the whole run or its steady window, flagged where it is not steady or
+        // the machine was busy.
+        let judged = crate::results::judge::judge(
+            &slos,
+            crate::results::read::CaseFile::new(res.raw.as_ref().unwrap_or(&result)),
+            planned.slo_measure,
+            plan.report.busy_thresholds(),
         );
-        let result = res.result_json(&header, &params, plan.execution.save_detailed, extras);
+        if let Some(Value::Object(b)) = result.get_mut("benchplan") {
+            b.insert("slo_verdicts".into(), json!(judged));
+        }
         if rep_files {
             let path = dir.join(format!("{}.rep{rep}.json", case.id));
             if let Err(e) = write_atomic(&path, &json_bytes(&Value::Object(result.clone()))) {

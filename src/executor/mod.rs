@@ -352,6 +352,7 @@ async fn run_async(planned: &Planned, settings: &RunSettings) -> Exit {
         &ctl,
         &mut manifest,
         &dir,
+        planned.plan.report.exit_on_inconclusive,
     )
 }
 
@@ -414,12 +415,27 @@ fn verdict(
     ctl: &RunControl,
     manifest: &mut Manifest,
     dir: &Path,
+    exit_on_inconclusive: bool,
 ) -> Exit {
     let slo_failures = report.slo_failures;
     let regressions = report.comparison.as_ref().map_or(0, |c| c.regressions);
     let trend_regressions = report.trend.as_ref().map_or(0, |t| t.regressions);
     let failed = report.cases.iter().filter(|c| c.status != "ok").count();
     let mut code = Exit::of_findings(failed_to_run, slo_failures, usize::from(regression));
+    // Worse only on a busy machine: 0, or 5 when the plan asks (`exit_on_inconclusive`).
+    let busy_verdicts = report.comparison.as_ref().map_or(0, |c| {
+        c.rows
+            .iter()
+            .filter(|r| {
+                r.inconclusive
+                    .as_deref()
+                    .is_some_and(|w| w.contains("busy"))
+            })
+            .count()
+    }) + report.trend.as_ref().map_or(0, |t| t.inconclusive.len());
+    if busy_verdicts > 0 && exit_on_inconclusive {
+        code = code.worst(Exit::Inconclusive);
+    }
     if ctl.interrupted() {
         code = code.worst(ctl.interrupt_exit());
     }
@@ -635,7 +651,27 @@ pub fn record_history(
         Vec::new()
     };
     all.extend(entries.iter().cloned());
-    let t = analyze::analyze(&all, &analyze::TrendSettings::of_plan(report));
+    let mut t = analyze::analyze(&all, &analyze::TrendSettings::of_plan(report));
+    // A regression this run confirms while its machine was busy may be the machine's:
+    // inconclusive, with the figures, and not recorded as an episode.
+    let busy: std::collections::HashMap<String, String> = crate::report::compare::load_results(dir)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|(id, r)| {
+            let why = CaseFile::new(r).machine_busy(report.busy_thresholds())?;
+            Some((id.clone(), why))
+        })
+        .collect();
+    let mut inconclusive = Vec::new();
+    for s in t.series.iter_mut().filter(|s| s.regressed) {
+        if let Some(why) = busy.get(&s.case) {
+            inconclusive.extend(crate::trend::render::line(s).map(|l| {
+                format!("{l}: inconclusive: the measuring machine was busy for this run: {why}")
+            }));
+            s.regressed = false;
+            t.regressions -= 1;
+        }
+    }
     analyze::flag(&t, &mut entries);
     h::append(history, &entries)?;
     Ok(crate::report::view::TrendVerdict {
@@ -646,5 +682,6 @@ pub fn record_history(
         lines: crate::trend::render::regressions(&t),
         suspects: crate::trend::render::suspects(&t),
         recovered: crate::trend::render::recovered(&t),
+        inconclusive,
     })
 }

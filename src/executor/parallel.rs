@@ -71,7 +71,15 @@ pub fn manifest_entry(id: &str, service: &str, o: &CaseOutcome) -> CaseEntry {
     CaseEntry {
         id: id.into(),
         service: service.into(),
-        status: o.status.as_str().into(),
+        // Measured, and marked: its queue grew without bound.
+        status: match o
+            .result
+            .as_ref()
+            .and_then(|r| CaseFile::new(r).oversaturation())
+        {
+            Some(_) => crate::results::manifest::OVERSATURATED.into(),
+            None => o.status.as_str().into(),
+        },
         file: o.result.as_ref().map(|_| format!("{id}.json")),
         error: o.error.clone(),
         slo_pass: o.result.as_ref().and_then(|r| CaseFile::new(r).slos_pass()),

@@ -357,7 +357,7 @@ pub async fn run_conversations(
         sent: &released,
         finished: &finished,
     };
-    let collected = collect(rx, total, counts, opts, start).await;
+    let collected = collect(rx, total, counts, opts, start, None).await;
     let duration = start.elapsed().as_secs_f64();
     let server_metrics = match scraping {
         Some(s) => Some(s.finish().await),
@@ -385,5 +385,7 @@ pub async fn run_conversations(
         server_metrics,
         // Multi-turn cases do not record the machine yet.
         machine: None,
+        // Its turns wait for their answers: a closed loop, which cannot over-saturate.
+        oversaturation: None,
     })
 }

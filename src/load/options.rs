@@ -41,6 +41,11 @@ pub struct RunOptions {
     pub timeslice: Option<f64>,
     /// The fewest requests a steady window is judged on (`report.steady_min_requests`).
     pub steady_min_requests: usize,
+    /// When an open-loop case's queue counts as growing without bound
+    /// (`execution.oversaturation`).
+    pub oversaturation: crate::metrics::oversaturation::Settings,
+    /// End an over-saturated case where it is found (`execution.stop_on`).
+    pub stop_on_oversaturation: bool,
 }
 
 impl Default for RunOptions {
@@ -58,6 +63,8 @@ impl Default for RunOptions {
             data_dir: std::path::PathBuf::from("."),
             server_metrics: None,
             announce_waits: false,
+            oversaturation: Default::default(),
+            stop_on_oversaturation: false,
             timeslice: None,
             steady_min_requests: crate::metrics::window::MIN_STEADY_REQUESTS,
         }

@@ -121,6 +121,8 @@ impl CaseResult {
         req["balanced"] = json!(a.balanced());
         m.insert("requests".into(), req);
         m.insert("timed_out".into(), json!(self.run.timed_out));
+        // Null when not found (a closed loop cannot over-saturate: its cap bounds it).
+        m.insert("oversaturation".into(), json!(self.run.oversaturation));
         if let Some(sm) = &self.run.server_metrics {
             m.insert("server_metrics".into(), sm.to_json());
         }

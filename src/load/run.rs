@@ -123,6 +123,9 @@ pub struct CaseRun {
     pub server_metrics: Option<crate::servermetrics::ServerMetrics>,
     /// How busy the measuring machine was over the measured requests.
     pub machine: Option<super::machine::Machine>,
+    /// An open-loop case whose queue grew without bound: when, and whether it was
+    /// stopped there (see `metrics::oversaturation`).
+    pub oversaturation: Option<crate::metrics::oversaturation::Detection>,
 }
 
 /// Reads the server's page before the measured requests start (after the smoke
@@ -350,6 +353,14 @@ pub async fn run_case(
             .expect("spawn the dispatcher thread")
     };
 
+    // Only an open loop can over-saturate: a concurrency cap bounds its queue.
+    let detector =
+        (params.request_rate.0.is_finite() && params.max_concurrency.is_none()).then(|| {
+            crate::metrics::oversaturation::Detector::new(
+                opts.oversaturation,
+                params.request_rate.0,
+            )
+        });
     let collected = collect(
         rx,
         n,
@@ -360,6 +371,7 @@ pub async fn run_case(
         },
         opts,
         start,
+        detector,
     )
     .await;
     let duration = start.elapsed().as_secs_f64();
@@ -370,7 +382,13 @@ pub async fn run_case(
     let machine =
         super::machine::Machine::between(&machine_before, &super::machine::Snapshot::take(), &lags);
     let rps_change_events = dispatcher.join().unwrap_or_default();
-    let accounting = Accounting::of(n as u64, &collected.records, 0, collected.interrupted);
+    let stopped_early = collected.oversaturation.is_some_and(|o| o.stopped);
+    let accounting = Accounting::of(
+        n as u64,
+        &collected.records,
+        0,
+        collected.interrupted || stopped_early,
+    );
     let server_metrics = match scraping {
         Some(s) => Some(s.finish().await),
         None => None,
@@ -389,6 +407,7 @@ pub async fn run_case(
         accounting,
         planned_turns: vec![],
         server_metrics,
+        oversaturation: collected.oversaturation,
     })
 }
 
@@ -397,6 +416,7 @@ pub(crate) struct Collected {
     pub records: Vec<RequestRecord>,
     pub interrupted: bool,
     pub timed_out: bool,
+    pub oversaturation: Option<crate::metrics::oversaturation::Detection>,
 }
 
 /// How far the requests of a run got: released by the schedule (`released`), and past
@@ -412,13 +432,15 @@ pub(crate) struct Counts<'a> {
 
 /// Gathers records, with a progress bar (or plain lines without a terminal), until
 /// every request task has ended. A drain (Ctrl-C) becomes an abort after the grace
-/// period; the deadline aborts at once. Sorted by index.
+/// period; the deadline aborts at once. Sorted by index. `detector` watches an open
+/// loop for over-saturation, and drains the case where it finds it when the plan asks.
 pub(crate) async fn collect(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<RequestRecord>,
     n: usize,
     counts: Counts<'_>,
     opts: &RunOptions,
     start: Instant,
+    mut detector: Option<crate::metrics::oversaturation::Detector>,
 ) -> Collected {
     let bar = opts.progress.then(|| progress_bar(n as u64));
     let mut next_line = opts.progress_lines.map(|every| (every, start + every));
@@ -426,11 +448,16 @@ pub(crate) async fn collect(
     let (mut interrupted, mut timed_out) = (false, false);
     let (mut drained_at, mut aborted_at): (Option<Instant>, Option<Instant>) = (None, None);
     let (mut errors, mut tokens) = (0u64, 0u64);
+    // Over-saturation: the number in flight sampled every 100 ms, judged every 250 ms.
+    let (mut next_sample, mut next_check) = (start, start);
+    let mut stopped_here = false;
     loop {
         match tokio::time::timeout(Duration::from_millis(100), rx.recv()).await {
             Ok(Some(r)) => {
                 if !r.sample.success {
                     errors += 1;
+                } else if let Some(d) = detector.as_mut() {
+                    d.ttft(r.start + r.sample.ttft, r.sample.ttft);
                 }
                 tokens += r
                     .sample
@@ -465,6 +492,27 @@ pub(crate) async fn collect(
                 p.tokens as f64 / p.secs
             ));
         }
+        if let Some(d) = detector.as_mut().filter(|_| !opts.stop.draining()) {
+            let now = Instant::now();
+            let secs = (now - start).as_secs_f64();
+            if now >= next_sample {
+                d.in_flight(secs, tally().in_flight());
+                next_sample = now + Duration::from_millis(100);
+            }
+            if now >= next_check {
+                next_check = now + Duration::from_millis(250);
+                if let Some(found) = d.check(secs)
+                    && opts.stop_on_oversaturation
+                {
+                    eprintln!(
+                        "  {}: over-saturated from {:.1} s (in flight and TTFT still rising): ending the case (execution.stop_on = \"oversaturation\")",
+                        opts.label, found.at_s
+                    );
+                    stopped_here = true;
+                    opts.stop.drain();
+                }
+            }
+        }
         if let Some((every, at)) = next_line.as_mut() {
             if Instant::now() >= *at {
                 eprintln!("{}", tally().line(&opts.label));
@@ -477,7 +525,8 @@ pub(crate) async fn collect(
             opts.stop.abort();
         }
         if opts.stop.draining() {
-            interrupted = true;
+            // A drain of its own (over-saturation) is not an interruption.
+            interrupted |= !stopped_here;
             let at = *drained_at.get_or_insert(now);
             if now - at >= opts.grace {
                 opts.stop.abort();
@@ -499,6 +548,12 @@ pub(crate) async fn collect(
         records,
         interrupted,
         timed_out,
+        oversaturation: detector.and_then(|d| d.found()).map(|f| {
+            crate::metrics::oversaturation::Detection {
+                stopped: stopped_here,
+                ..f
+            }
+        }),
     }
 }
 

@@ -386,6 +386,7 @@ pub async fn execute(
         },
         planned_turns: Vec::new(),
         server_metrics: None,
+        oversaturation: None,
     };
     Ok(CaseResult {
         // vLLM's own client measured it: its records are not benchplan's to cut.

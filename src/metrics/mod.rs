@@ -3,6 +3,7 @@
 
 pub mod checks;
 pub mod hist;
+pub mod oversaturation;
 pub mod record;
 pub mod sample;
 pub mod significance;

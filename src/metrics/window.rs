@@ -158,6 +158,16 @@ pub enum Steadiness {
 }
 
 impl Steadiness {
+    /// Its name in a result (`benchplan.steady.state`): `steady`, `too_few` or
+    /// `trending`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Steadiness::Steady => "steady",
+            Steadiness::TooFew { .. } => "too_few",
+            Steadiness::Trending { .. } => "trending",
+        }
+    }
+
     /// In words, for a report and a verdict.
     pub fn describe(&self) -> String {
         match self {

@@ -201,6 +201,14 @@ async fn evaluate(
         let opts = RunOptions {
             data_dir: planned.source.dir.clone(),
             stop: ctl.case_stop(),
+            oversaturation: crate::metrics::oversaturation::Settings::of(
+                &planned.plan.execution.oversaturation,
+            ),
+            stop_on_oversaturation: planned
+                .plan
+                .execution
+                .stop_on
+                .contains(&crate::plan::settings::StopOn::Oversaturation),
             ..RunOptions::default()
         };
         let res = match execute(r, svc, &p, &opts).await {
@@ -237,6 +245,14 @@ async fn evaluate(
             );
         }
         let (mut margin, mut violations, judged) = margins(&planned.optimize_slos, s);
+        // An over-saturated point fails whatever its numbers: the search stays below it.
+        if let Some(o) = res.run.oversaturation {
+            violations.push(format!(
+                "over-saturated from {:.1} s: in flight and TTFT rose without bound",
+                o.at_s
+            ));
+            margin = margin.min(-f64::EPSILON);
+        }
         if let Var::Concurrency {
             fixed_rate: Some(rate),
         } = var

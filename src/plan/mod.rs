@@ -30,7 +30,7 @@ pub use dataset::Dataset;
 pub use optimize::Optimize;
 pub use params::{CaseParams, Metric};
 pub use service::Service;
-pub use settings::{Execution, Report};
+pub use settings::{Execution, Measure, Report};
 pub use slo_spec::SloSpec;
 pub use source::{Format, PlanSource};
 

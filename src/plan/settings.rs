@@ -33,6 +33,48 @@ pub struct Execution {
     pub timeout: Option<Dur>,
     /// The most cases a plan may expand to (a guard against a matrix that explodes).
     pub max_cases: u64,
+    /// When an open-loop case counts as over-saturated (its queue growing without
+    /// bound); see the README's "Over-saturation".
+    pub oversaturation: Oversaturation,
+    /// End a case early on these findings: `["oversaturation"]` ends an over-saturated
+    /// case where it is found (what finished is kept; the case is marked).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stop_on: Vec<StopOn>,
+}
+
+/// What may end a case early (`execution.stop_on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StopOn {
+    /// The queue grows without bound (`execution.oversaturation`).
+    Oversaturation,
+}
+
+/// An open loop is over-saturated when, over a moving `window`, the number in flight
+/// and TTFT both rise by at least `min_rise` of their level, each slope with a p-value
+/// below `p_value`, for at least `min_duration`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Oversaturation {
+    /// The moving window both slopes are fitted over (10s).
+    pub window: Dur,
+    /// How long both must keep rising before the case is marked (5s).
+    pub min_duration: Dur,
+    /// The largest p-value of each slope (0.001).
+    pub p_value: f64,
+    /// The smallest rise of each across the window, relative to its level there (50%).
+    pub min_rise: Percent,
+}
+
+impl Default for Oversaturation {
+    fn default() -> Self {
+        Oversaturation {
+            window: Dur::from_secs_f64(10.0),
+            min_duration: Dur::from_secs_f64(5.0),
+            p_value: 0.001,
+            min_rise: Percent(0.5),
+        }
+    }
 }
 
 impl Default for Execution {
@@ -47,6 +89,8 @@ impl Default for Execution {
             cooldown: Dur::default(),
             timeout: None,
             max_cases: 100_000,
+            oversaturation: Oversaturation::default(),
+            stop_on: Vec::new(),
         }
     }
 }
@@ -61,6 +105,29 @@ pub enum ReportFormat {
     Csv,
     /// summary.json
     Json,
+}
+
+/// Which of a case's numbers a verdict judges (`report.measure`, `[slo] measure`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Measure {
+    /// The steady window (`benchplan.steady`): the ramp (or warm-up) and the drain left
+    /// out; a window with too few requests is "too few requests to judge", never a
+    /// regression or an SLO pass.
+    #[default]
+    Steady,
+    /// The whole run, from the first send to the last answer, as `vllm bench serve`
+    /// reports it.
+    Whole,
+}
+
+impl Measure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Measure::Steady => "steady",
+            Measure::Whole => "whole",
+        }
+    }
 }
 
 /// What a run writes and what it compares against.
@@ -102,6 +169,9 @@ pub struct Report {
     /// p50_tpot_ms, p99_tpot_ms, p99_itl_ms, p99_e2el_ms, output_throughput, success_rate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compare_metrics: Option<Vec<String>>,
+    /// Which numbers the baseline gate compares: the steady window's (`steady`, the
+    /// default: see the README's "The steady window") or the whole run's (`whole`).
+    pub measure: Measure,
     /// A regression must also be significant: its one-sided p-value (Mann–Whitney U on
     /// the per-request samples; a two-proportion test for the success rate) below this.
     pub significance: f64,
@@ -134,6 +204,9 @@ pub struct Report {
     /// The same for the client's own run-queue wait, milliseconds per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub busy_runqueue_ms_per_s: Option<f64>,
+    /// Exit 5 (not 0) when nothing regressed but a comparison or the history's trend
+    /// was inconclusive because the measuring machine was busy.
+    pub exit_on_inconclusive: bool,
 }
 
 impl Report {
@@ -175,6 +248,7 @@ impl Default for Report {
             service_thresholds: IndexMap::new(),
             allow_unmatched: false,
             compare_metrics: None,
+            measure: Measure::default(),
             significance: 0.01,
             trend_confirm: None,
             trend_min_magnitude: None,
@@ -182,6 +256,7 @@ impl Default for Report {
             steady_min_requests: None,
             busy_cpu_pressure: None,
             busy_runqueue_ms_per_s: None,
+            exit_on_inconclusive: false,
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct Planned {
     pub optimize_slos: Vec<(Slo, String)>,
     /// Each service's own SLOs (`services.NAME.slo`), by service name.
     pub service_slos: IndexMap<String, Vec<(Slo, String)>>,
+    /// Which numbers the SLOs judge (`[slo] measure`): the whole run by default.
+    pub slo_measure: crate::plan::Measure,
     /// Warnings (errors make planning fail).
     pub warnings: Vec<Diagnostic>,
 }
@@ -161,6 +163,7 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         );
     }
     let mut slos = floors::parse_slos(plan.slo.as_ref(), "slo", &mut diags);
+    let slo_measure = floors::slo_measure(plan.slo.as_ref(), &mut diags);
     let user_slos = slos
         .iter()
         .filter(|(s, _)| !floors::is_floor(&s.key))
@@ -235,6 +238,7 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
         user_slos,
         optimize_slos,
         service_slos,
+        slo_measure,
         warnings: diags,
     })
 }

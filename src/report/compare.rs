@@ -47,9 +47,17 @@ pub struct Comparison {
     pub warnings: Vec<String>,
     /// The p-value below which a change beyond its threshold is a regression.
     pub significance: f64,
-    /// Rows that would be regressions but were measured on a busy machine.
+    /// Rows that would be regressions but could not be judged: measured on a busy
+    /// machine, or a steady window with too few requests.
     #[serde(default)]
     pub inconclusive: usize,
+    /// Which numbers were compared: `steady` (each case's steady window) or `whole`.
+    #[serde(default = "whole")]
+    pub measure: String,
+}
+
+fn whole() -> String {
+    "whole".into()
 }
 
 /// The plan hash a run folder's manifest records, if any.
@@ -241,6 +249,11 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
     let mut rows = Vec::new();
     let mut unmatched = Vec::new();
     let mut cache_warnings = Vec::new();
+    // Cases judged on the whole run although the steady window was asked for, cases
+    // whose steady window is too small, and cases with one run on each side.
+    let mut whole_instead = Vec::new();
+    let mut not_judged = Vec::new();
+    let mut single_runs = 0usize;
     // Two result files compare with each other, whatever their case ids.
     let single = base.is_file() && cand.is_file();
     for (id, cr) in &c {
@@ -258,6 +271,31 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
         };
         if let Some(w) = prefix_cache_warning(id, br, cr) {
             cache_warnings.push(w);
+        }
+        let (bf, cf) = (CaseFile::new(br), CaseFile::new(cr));
+        single_runs += usize::from(bf.repeat_count().is_none() && cf.repeat_count().is_none());
+        // The numbers judged: the steady windows when asked and both sides have one.
+        let (bj, cj) = match (bf.measured(cfg.measure), cf.measured(cfg.measure)) {
+            (Some(b), Some(c)) => (b.map(), c.map()),
+            _ => {
+                whole_instead.push(id.clone());
+                (br, cr)
+            }
+        };
+        let too_few = (cfg.measure == crate::plan::Measure::Steady)
+            .then(|| {
+                cf.too_few_to_judge()
+                    .map(|w| format!("{w} in this run"))
+                    .or_else(|| {
+                        bf.too_few_to_judge()
+                            .map(|w| format!("{w} in the baseline"))
+                    })
+            })
+            .flatten();
+        if let Some(w) = &too_few {
+            not_judged.push(format!(
+                "case {id}: {w}; a change in it is not a regression"
+            ));
         }
         // A busy machine on either side: a difference may be the machine's.
         let busy = CaseFile::new(cr)
@@ -280,7 +318,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
             } else {
                 continue;
             };
-            let (Some(bv), Some(cv)) = (CaseFile::new(br).metric(k), CaseFile::new(cr).metric(k))
+            let (Some(bv), Some(cv)) = (CaseFile::new(bj).metric(k), CaseFile::new(cj).metric(k))
             else {
                 continue;
             };
@@ -295,9 +333,9 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
             } else {
                 delta > t
             };
-            let p_value = worse_p_value(k, br, cr, t);
+            let p_value = worse_p_value(k, bj, cj, t);
             let worse = beyond && p_value.is_none_or(|p| p < cfg.significance);
-            let inconclusive = busy.clone().filter(|_| worse);
+            let inconclusive = too_few.clone().or_else(|| busy.clone()).filter(|_| worse);
             rows.push(DeltaRow {
                 case: id.clone(),
                 metric: k.to_string(),
@@ -328,6 +366,19 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
         ));
     }
     warnings.extend(cache_warnings);
+    warnings.extend(not_judged);
+    if cfg.measure == crate::plan::Measure::Steady && !whole_instead.is_empty() {
+        warnings.push(format!(
+            "{} case(s) have no steady window on one side (a single request, or a result from before steady windows) and were compared on the whole run: {}",
+            whole_instead.len(),
+            whole_instead.join(", ")
+        ));
+    }
+    if single_runs > 0 {
+        warnings.push(format!(
+            "{single_runs} case(s) have one run on each side: their p-values treat the requests of a run as independent samples, and a shift of a whole run (its machine, its start) is not in them; `execution.repeats` on both sides tests across runs instead"
+        ));
+    }
     if !unmatched.is_empty() && unmatched.len() == c.len() {
         warnings.push(format!(
             "no case of this run has a counterpart in the baseline {}",
@@ -344,6 +395,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
         warnings,
         significance: cfg.significance,
         inconclusive,
+        measure: cfg.measure.as_str().into(),
     })
 }
 

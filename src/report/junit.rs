@@ -26,7 +26,15 @@ pub fn junit_xml(r: &ReportView) -> String {
         }
         for v in &c.verdicts {
             tests += 1;
-            if v.pass {
+            if let Some(why) = &v.unsteady {
+                // Neither a pass nor a failure: JUnit's skip, with the reason.
+                cases.push_str(&format!(
+                    "  <testcase classname=\"{}\" name=\"{}\"><skipped message=\"not steady: {}\"/></testcase>\n",
+                    esc(&c.id),
+                    esc(&v.key),
+                    esc(why)
+                ));
+            } else if v.pass {
                 cases.push_str(&format!(
                     "  <testcase classname=\"{}\" name=\"{}\"/>\n",
                     esc(&c.id),

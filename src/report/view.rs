@@ -70,6 +70,8 @@ pub struct CaseView {
     pub axes: indexmap::IndexMap<String, String>,
     /// The steady window: where it is and what it measured beside the whole run.
     pub steady: Option<SteadyView>,
+    /// An open loop whose queue grew without bound: OVERSATURATED, when and at what rate.
+    pub oversaturated: Option<String>,
 }
 
 /// A case's steady window (`benchplan.steady`) as the report shows it.
@@ -208,6 +210,10 @@ pub struct TrendVerdict {
     /// One per series back at its level after a recent regression.
     #[serde(default)]
     pub recovered: Vec<String>,
+    /// A regression whose newest run was measured on a busy machine (`report.busy_*`):
+    /// its line and the figures; not failing unless `report.exit_on_inconclusive`.
+    #[serde(default)]
+    pub inconclusive: Vec<String>,
 }
 
 /// What a report says about the run as a whole, beside its cases.
@@ -325,6 +331,7 @@ pub fn case_view(
         conversations: None,
         axes: indexmap::IndexMap::new(),
         steady: None,
+        oversaturated: None,
     };
     let Some(r) = result else { return v };
     v.conversations = conversations_view(r);
@@ -345,6 +352,16 @@ pub fn case_view(
     v.itl_p99 = f.latency(P99, Metric::Itl);
     v.e2el_p99 = f.latency(P99, Metric::E2el);
     v.steady = steady_view(&f);
+    v.oversaturated = f.oversaturation().map(|(at, rate, stopped)| {
+        format!(
+            "OVERSATURATED: at {rate:.2} req/s, in flight and TTFT rose without bound from {at:.1} s{}",
+            if stopped {
+                "; ended there (execution.stop_on), the rest of its requests not sent"
+            } else {
+                ""
+            }
+        )
+    });
     let total = v.completed + v.failed;
     v.success_pct = f
         .recorded_success_rate()
@@ -380,7 +397,7 @@ pub fn case_view(
     if let Some(verdicts) = f.slo_verdicts() {
         v.verdicts = verdicts;
         if !v.verdicts.is_empty() {
-            v.slo_pass = Some(v.verdicts.iter().all(|x| x.pass));
+            v.slo_pass = Some(v.verdicts.iter().all(|x| !x.fails()));
         }
     }
     v
@@ -416,7 +433,12 @@ pub fn recommend(cases: &[CaseView], have_slos: bool) -> Result<Recommendation, 
     // Only measured cases that pass every verdict (the success-rate floor included).
     let eligible: Vec<&CaseView> = cases
         .iter()
-        .filter(|c| c.status == "ok" && c.slo_pass != Some(false))
+        // A case whose verdicts are "not steady" met nothing that can be recommended.
+        .filter(|c| {
+            c.status == "ok"
+                && c.slo_pass != Some(false)
+                && c.verdicts.iter().all(|v| v.unsteady.is_none())
+        })
         .collect();
     let score = |c: &CaseView| c.out_tok_s.or(c.req_s).unwrap_or(0.0);
     let best = eligible
@@ -459,7 +481,7 @@ fn not_recommended(cases: &[CaseView]) -> String {
             let missed: Vec<String> = c
                 .verdicts
                 .iter()
-                .filter(|v| !v.pass)
+                .filter(|v| v.fails())
                 .map(|v| {
                     let actual = v
                         .actual

@@ -2,6 +2,7 @@
 //! typed manifest, file names, the folder lock, and the one result of a case's repeats.
 
 pub mod deviations;
+pub mod judge;
 pub mod lock;
 pub mod manifest;
 pub mod read;

@@ -242,6 +242,56 @@ impl<'a> CaseFile<'a> {
         self.in_block("steady")?.as_object().map(CaseFile)
     }
 
+    /// The numbers a verdict judges under `measure`: the steady window's (its block
+    /// reads as a result of its own), or the whole run's. None when the steady window is
+    /// asked for and the case has none (a single request; a file from before it).
+    pub fn measured(&self, measure: crate::plan::Measure) -> Option<CaseFile<'a>> {
+        match measure {
+            crate::plan::Measure::Whole => Some(*self),
+            crate::plan::Measure::Steady => self.steady(),
+        }
+    }
+
+    /// The result as read, for code that takes a result's map.
+    pub fn map(&self) -> &'a Map<String, Value> {
+        self.0
+    }
+
+    /// Why the steady window cannot be judged: "too few requests to judge: …" when it
+    /// holds fewer than the plan's minimum; None when it can (or the case has none).
+    pub fn too_few_to_judge(&self) -> Option<String> {
+        self.unsteady()
+            .filter(|(state, _)| state == "too_few")
+            .map(|(_, why)| why)
+    }
+
+    /// An open loop that over-saturated (`benchplan.oversaturation`): from when
+    /// (seconds from its start), at which asked rate, and whether it was ended there.
+    pub fn oversaturation(&self) -> Option<(f64, f64, bool)> {
+        let o = self.in_block("oversaturation")?.as_object()?;
+        Some((
+            o.get("at_s")?.as_f64()?,
+            o.get("rate")?.as_f64()?,
+            o.get("stopped").and_then(Value::as_bool).unwrap_or(false),
+        ))
+    }
+
+    /// Why the case has no steady state to judge: (`trending` or `too_few`, in words);
+    /// None when it is steady or has no steady window.
+    pub fn unsteady(&self) -> Option<(String, String)> {
+        let s = self.in_block("steady")?;
+        if s.get("steady")?.as_bool()? {
+            return None;
+        }
+        let status = s.get("status")?.as_str()?.to_string();
+        let state = match s.get("state").and_then(Value::as_str) {
+            Some(state) => state.to_string(),
+            None if status.starts_with("too few") => "too_few".into(),
+            None => "trending".into(),
+        };
+        Some((state, status))
+    }
+
     /// Whether the steady window is steady (`benchplan.steady.steady`), and in words.
     pub fn steady_status(&self) -> Option<(bool, String)> {
         let s = self.in_block("steady")?;
@@ -462,13 +512,11 @@ impl<'a> CaseFile<'a> {
         Some(serde_json::from_value(self.in_block("slo_verdicts")?.clone()).unwrap_or_default())
     }
 
-    /// Whether every SLO passed; None without verdicts.
+    /// Whether no SLO failed (a "not steady" verdict is not a failure); None without
+    /// verdicts.
     pub fn slos_pass(&self) -> Option<bool> {
-        let list = self.in_block("slo_verdicts")?.as_array()?;
-        Some(
-            list.iter()
-                .all(|x| x.get("pass") == Some(&Value::Bool(true))),
-        )
+        self.in_block("slo_verdicts")?;
+        Some(self.slo_verdicts()?.iter().all(|v| !v.fails()))
     }
 
     /// Whether a floor every case is judged on (success rate, output ratio) failed.

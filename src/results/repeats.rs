@@ -13,7 +13,6 @@ use serde_json::{Map, Value, json};
 use super::read::CaseFile;
 use crate::metrics::hist;
 use crate::metrics::stats;
-use crate::slo::{Slo, Verdict};
 
 /// The latency metrics whose distributions a result keeps as histograms.
 const POOLED: [&str; 4] = ["ttft", "tpot", "itl", "e2el"];
@@ -76,9 +75,42 @@ pub fn combine(runs: &[Map<String, Value>]) -> Map<String, Value> {
         json!({"count": runs.len(), "runs": numbers, "spread_pct": spread, "pooled": pooled,
                "values": run_values(runs)}),
     );
+    if let Some(steady) = combine_steady(runs) {
+        block.insert("steady".into(), Value::Object(steady));
+    }
     out.insert("benchplan".into(), Value::Object(block));
-    rejudge(&mut out);
+    super::judge::rejudge(&mut out);
     out
+}
+
+/// The runs' steady windows as one, the way their whole runs are (a window block reads
+/// as a result of its own): steady only when every run's is, else the first run's
+/// reason. None unless every run has one.
+fn combine_steady(runs: &[Map<String, Value>]) -> Option<Map<String, Value>> {
+    let windows: Option<Vec<Map<String, Value>>> = runs
+        .iter()
+        .map(|r| CaseFile::new(r).steady().map(|s| s.map().clone()))
+        .collect();
+    let windows = windows?;
+    let mut out = combine(&windows);
+    if let Some(unsteady) = windows
+        .iter()
+        .find(|w| w.get("steady") != Some(&Value::Bool(true)))
+    {
+        for k in ["steady", "state", "status"] {
+            if let Some(v) = unsteady.get(k) {
+                out.insert(k.into(), v.clone());
+            }
+        }
+    }
+    let requests: u64 = windows
+        .iter()
+        .filter_map(|w| w.get("window")?.get("requests")?.as_u64())
+        .sum();
+    if let Some(Value::Object(w)) = out.get_mut("window") {
+        w.insert("requests".into(), json!(requests));
+    }
+    Some(out)
 }
 
 /// Each run's own value of every top-level number (its p99 TTFT, its throughput, …)
@@ -242,26 +274,10 @@ fn pool(
     Some(merged)
 }
 
-/// Judges the SLOs the first run was judged on again, on the combined numbers.
-fn rejudge(out: &mut Map<String, Value>) {
-    let Some(old) = CaseFile::new(out).slo_verdicts() else {
-        return;
-    };
-    let new: Vec<Verdict> = old
-        .into_iter()
-        .filter_map(|v| match Slo::from_verdict(&v) {
-            Ok(slo) => slo.judge(&CaseFile::new(out)),
-            Err(_) => Some(v),
-        })
-        .collect();
-    if let Some(Value::Object(b)) = out.get_mut("benchplan") {
-        b.insert("slo_verdicts".into(), json!(new));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::slo::{Slo, Verdict};
 
     /// A result as `result_json` writes one, for latencies in seconds.
     fn run(rep: u64, ttfts: &[f64], verdicts: Value) -> Map<String, Value> {
@@ -339,6 +355,7 @@ mod tests {
             unit: "%".into(),
             pass: false,
             message: String::new(),
+            ..Verdict::default()
         })
         .unwrap();
         let r = json!({"completed": 9, "failed": 1});

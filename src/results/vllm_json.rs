@@ -206,6 +206,17 @@ fn vllm_keys(
     o
 }
 
+/// A summary's latency histograms as the file stores them: base64 of HDR's V2 deflate
+/// form, by metric.
+fn encoded_histograms(s: &Summary) -> Value {
+    let hists: Map<String, Value> = s
+        .histograms
+        .iter()
+        .map(|(k, h)| (k.clone(), json!(crate::metrics::hist::encode(h))))
+        .collect();
+    Value::Object(hists)
+}
+
 /// benchplan's block: what vLLM's keys do not say, then the caller's `extras`.
 fn benchplan_block(s: &Summary, detailed: bool, extras: Map<String, Value>) -> Map<String, Value> {
     let mut b = Map::new();
@@ -252,13 +263,7 @@ fn benchplan_block(s: &Summary, detailed: bool, extras: Map<String, Value>) -> M
     if let Some(l) = &s.load {
         b.insert("send_rate".into(), json!(l));
     }
-    // The storage codec is the file's: base64 of HDR's V2 deflate form.
-    let hists: Map<String, Value> = s
-        .histograms
-        .iter()
-        .map(|(k, h)| (k.clone(), json!(crate::metrics::hist::encode(h))))
-        .collect();
-    b.insert("histograms_us".into(), Value::Object(hists));
+    b.insert("histograms_us".into(), encoded_histograms(s));
     let c = &s.connections;
     let mut conn = Map::new();
     conn.insert("prewarmed".into(), json!(c.prewarmed));
@@ -347,8 +352,15 @@ fn steady_json(p: &CaseParams, st: &crate::metrics::window::Steady) -> Value {
         },
     );
     o.insert("steady".into(), json!(st.status == Steadiness::Steady));
+    o.insert("state".into(), json!(st.status.kind()));
     o.insert("status".into(), json!(st.status.describe()));
     o.extend(metric_keys(p, &st.summary));
+    // Its samples, so the gate tests a difference on the window's own requests; the
+    // block reads as a result of its own (`read::CaseFile`).
+    o.insert(
+        "benchplan".into(),
+        json!({"histograms_us": encoded_histograms(&st.summary)}),
+    );
     Value::Object(o)
 }
 

@@ -3,9 +3,9 @@
 
 use super::{Op, Slo, SloMetric, slo_keys_help};
 use crate::diag::Diagnostic;
-use crate::plan::SloSpec;
 use crate::plan::params::CaseParams;
 use crate::plan::source::{join_index, join_key};
+use crate::plan::{Measure, SloSpec};
 
 /// Parses an SLO block into checks; bad keys become diagnostics at `base.key`.
 /// Each SLO comes with the key path it was written at.
@@ -23,6 +23,16 @@ pub fn parse_slos(
         None => {}
         Some(SloSpec::Table(t)) => {
             for (k, v) in t {
+                if k == MEASURE {
+                    // Not an SLO: which numbers the SLOs judge (see `slo_measure`).
+                    if base != "slo" {
+                        push(
+                            Err("`measure` is set once for every SLO, in the plan's [slo] (measure = \"steady\" or \"whole\")".into()),
+                            join_key(base, k),
+                        );
+                    }
+                    continue;
+                }
                 // The floor every case must meet, SLOs or not (see `min_success_floor`).
                 let slo = match k.as_str() {
                     MIN_SUCCESS_RATE => Slo::from_entry("success_rate", v).map(|s| Slo {
@@ -47,6 +57,30 @@ pub fn parse_slos(
         }
     }
     slos
+}
+
+/// The `[slo]` key that says which numbers the SLOs judge.
+pub const MEASURE: &str = "measure";
+
+/// Which numbers the plan's SLOs judge (`[slo] measure`): the whole run unless it says
+/// `"steady"`; anything else is a diagnostic at `slo.measure`.
+pub fn slo_measure(spec: Option<&SloSpec>, out: &mut Vec<Diagnostic>) -> Measure {
+    let Some(SloSpec::Table(t)) = spec else {
+        return Measure::Whole;
+    };
+    match t.get(MEASURE) {
+        None => Measure::Whole,
+        Some(v) => serde_json::from_value(v.clone()).unwrap_or_else(|_| {
+            out.push(
+                Diagnostic::error(
+                    join_key("slo", MEASURE),
+                    format!("`measure` is \"steady\" or \"whole\", not {v}"),
+                )
+                .with_help("measure = \"steady\" judges each case's steady window; \"whole\" (the default) the whole run"),
+            );
+            Measure::Whole
+        }),
+    }
 }
 
 /// The key of the success-rate floor: in `[slo]` (`"95%"` or 95) or `defaults`.

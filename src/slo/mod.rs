@@ -434,7 +434,7 @@ mod tests {
 }
 
 /// One SLO judged on one case's result.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Verdict {
     pub key: String,
     /// `<= 500ms`
@@ -444,6 +444,40 @@ pub struct Verdict {
     pub unit: String,
     pub pass: bool,
     pub message: String,
+    /// `steady` when judged on the case's steady window (`[slo] measure`); absent, the
+    /// whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+    /// Why the number is not a steady state's ("no steady state: …", "too few requests
+    /// to judge: …"): the verdict says "not steady", neither pass nor fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsteady: Option<String>,
+    /// The measuring machine was busy while the case ran (the figures): judged as
+    /// usual, and flagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<String>,
+}
+
+impl Verdict {
+    /// Whether it fails its case: a miss on a number that is a steady state's (an
+    /// unsteady verdict is neither a pass nor a failure).
+    pub fn fails(&self) -> bool {
+        !self.pass && self.unsteady.is_none()
+    }
+
+    /// Whether it holds: met, on a steady number.
+    pub fn holds(&self) -> bool {
+        self.pass && self.unsteady.is_none()
+    }
+
+    /// Its verdict in a word: `pass`, `FAIL` or `not steady`.
+    pub fn word(&self) -> &'static str {
+        match (self.unsteady.is_some(), self.pass) {
+            (true, _) => "not steady",
+            (false, true) => "pass",
+            (false, false) => "FAIL",
+        }
+    }
 }
 
 impl Slo {
@@ -514,6 +548,7 @@ impl Slo {
                     unit: self.unit().to_string(),
                     pass,
                     message,
+                    ..Verdict::default()
                 }
             }
             None => Verdict {
@@ -526,6 +561,7 @@ impl Slo {
                     "{}: not measured (no successful request, or the result has no such metric), so the SLO cannot hold",
                     self.key
                 ),
+                ..Verdict::default()
             },
         }
     }

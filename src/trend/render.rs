@@ -169,20 +169,24 @@ fn lines(t: &Trend, pick: impl Fn(&Series) -> bool) -> Vec<String> {
     t.series
         .iter()
         .filter(|s| pick(s))
-        .filter_map(|s| {
-            let c = s.changes.last()?;
-            Some(format!(
-                "{} {}: {:.2} → {:.2} ({}) from run {}, p = {:.1e}",
-                s.case,
-                s.metric,
-                c.mean_before,
-                c.mean_after,
-                pct(c.change),
-                c.run,
-                c.pvalue
-            ))
-        })
+        .filter_map(line)
         .collect()
+}
+
+/// A series' newest change point in one line: `case metric: before → after (+x%) from
+/// run R, p = …`.
+pub fn line(s: &Series) -> Option<String> {
+    let c = s.changes.last()?;
+    Some(format!(
+        "{} {}: {:.2} → {:.2} ({}) from run {}, p = {:.1e}",
+        s.case,
+        s.metric,
+        c.mean_before,
+        c.mean_after,
+        pct(c.change),
+        c.run,
+        c.pvalue
+    ))
 }
 
 /// The step summary: the verdict and the regressions only (GitHub caps its size).

@@ -324,6 +324,7 @@ fn the_recommendation_says_why_no_case_was_taken() {
         unit: "%".into(),
         pass: false,
         message: String::new(),
+        ..Verdict::default()
     };
     let mut a = benchplan::report::view::case_view("a", "s", "ok", None, None);
     a.verdicts = vec![verdict("min_output_ratio", 6.25, ">= 90%")];
@@ -523,6 +524,7 @@ fn the_step_summary_of_a_500_case_plan_stays_under_githubs_limit() {
             unit: "ms".into(),
             pass: false,
             message: String::new(),
+            ..Verdict::default()
         }];
         c.slo_pass = Some(false);
         c.warnings = vec![long.clone()];
@@ -567,6 +569,7 @@ fn the_step_summary_of_a_500_case_plan_stays_under_githubs_limit() {
             warnings: Vec::new(),
             significance: 0.01,
             inconclusive: 0,
+            measure: "whole".into(),
         }),
         trend: None,
         charts: Vec::new(),

@@ -378,7 +378,7 @@ fn repeats_split_over_shards_pool_every_request_and_the_merge_compares_with_a_ba
         "[services.s]\nsim = { preset = \"ground-truth\", prefill_overhead = \"20ms\", itl = \"5ms\", max_num_seqs = 2 }\n\
          [defaults]\nnum_prompts = 16\ndataset = { name = \"random\", input_len = 8, output_len = 4 }\n\
          [matrix]\nmax_concurrency = [2, 4]\n[execution]\nrepeats = 3\nsave_detailed = true\n\
-         [slo]\np99_ttft = \"<= 2s\"\n[report]\nregression_threshold = \"1000%\"\n",
+         [slo]\np99_ttft = \"<= 2s\"\n[report]\nregression_threshold = \"1000%\"\nmeasure = \"whole\"\n",
     )
     .unwrap();
     let p = plan.to_str().unwrap();

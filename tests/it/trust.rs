@@ -545,7 +545,7 @@ fn report_rebuilds_the_verdict_of_a_failed_run() {
     let dir = tempdir("rerender");
     let plan = |ttft: &str, baseline: &str| {
         format!(
-            "{}[services.sim]\nsim = {{ preset = \"ground-truth\", ttft = \"{ttft}\", itl = \"1ms\" }}\n[defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 2 }}\nnum_prompts = 8\nmax_concurrency = 1\n[report]\ncharts = false\nhistory = \"history.jsonl\"\n{baseline}",
+            "{}[services.sim]\nsim = {{ preset = \"ground-truth\", ttft = \"{ttft}\", itl = \"1ms\" }}\n[defaults]\ndataset = {{ name = \"random\", input_len = 8, output_len = 2 }}\nnum_prompts = 8\nmax_concurrency = 1\n[report]\ncharts = false\nmeasure = \"whole\"\nhistory = \"history.jsonl\"\n{baseline}",
             "name = \"rerender\"\ndescription = \"the plan's own words\"\n"
         )
     };

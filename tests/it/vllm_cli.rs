@@ -318,7 +318,7 @@ fn the_vllm_bench_compare_form_has_compares_output_and_exit_codes() {
     let base = result_with_itl(&tempdir("vllm-cli-cmp-base"), "1ms");
     let cand = result_with_itl(&tempdir("vllm-cli-cmp-cand"), "8ms");
     let (b, c) = (base.to_str().unwrap(), cand.to_str().unwrap());
-    let ours = benchplan(&["compare", b, c]);
+    let ours = benchplan(&["compare", b, c, "--measure", "whole"]);
     let theirs = benchplan(&["bench", "--compare", b, c]);
     // A TPOT of 8 ms against 1 ms is a regression: exit 4, the same table.
     assert_eq!(ours.status.code(), Some(4), "{}", stderr(&ours));

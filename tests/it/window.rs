@@ -57,7 +57,6 @@ num_prompts = 100
 [matrix]
 request_rate = [20.0]
 [report]
-charts = false
 timeslice = "1s"
 "#;
 
@@ -107,6 +106,14 @@ fn a_known_warm_up_is_cut_and_the_steady_ttft_is_the_injected_one() {
         md.contains("### Steady window") && md.contains("| steady |"),
         "{md}"
     );
+    // And the case over time: a chart of its slices, linked from the report.
+    let id = case.file_stem().unwrap().to_str().unwrap();
+    let svg = std::fs::read_to_string(run.join(format!("charts/timeslices_{id}.svg"))).unwrap();
+    assert!(
+        svg.contains("in flight") && svg.contains("TTFT P50"),
+        "{svg}"
+    );
+    assert!(md.contains(&format!("charts/timeslices_{id}.svg")), "{md}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -261,6 +268,7 @@ max_concurrency = 4
 [report]
 charts = false
 compare_metrics = ["p50_ttft_ms"]
+measure = "whole"
 "#;
     let base = run_plan(&dir, "quiet", plan, &[], 0);
     let m = read_json(&case_file(&base))["benchplan"]["machine"].clone();
@@ -294,5 +302,102 @@ compare_metrics = ["p50_ttft_ms"]
     let run = run_plan(&dir, "slow", plan, &args, 4);
     let md = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(md.contains("| REGRESSION |"), "{md}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A simulator of 4 slots whose requests take exactly 55 ms (TTFT 10 ms, 9 more tokens
+/// 5 ms apart): its capacity is 4 / 0.055 = 73 requests a second. Over-saturation is
+/// judged on a one-second window held for half a second.
+fn capacity_plan(rates: &str, prompts: u64, extra: &str) -> String {
+    format!(
+        r#"
+name = "capacity"
+[services.sim]
+sim = {{ preset = "ground-truth", ttft = "10ms", itl = "5ms", max_num_seqs = 4 }}
+[defaults]
+dataset = {{ name = "random", input_len = 16, output_len = 10 }}
+ignore_eos = true
+num_prompts = {prompts}
+[matrix]
+{rates}
+[execution]
+oversaturation = {{ window = "1s", min_duration = "500ms" }}
+{extra}
+[report]
+charts = false
+"#
+    )
+}
+
+#[test]
+fn twice_the_capacity_is_oversaturated_and_stop_on_ends_it_early() {
+    let _cpu = crate::support::heavy();
+    let dir = tempdir("window-oversat");
+    // 146 requests a second for 600 requests: 4.1 s of schedule, a queue growing by 73 a
+    // second. Exit 3: an over-saturated case fails its SLOs.
+    let run = run_plan(
+        &dir,
+        "r",
+        &capacity_plan(
+            "request_rate = [146.0]",
+            600,
+            r#"stop_on = ["oversaturation"]"#,
+        ),
+        &[],
+        3,
+    );
+    let r = read_json(&case_file(&run));
+    let o = &r["benchplan"]["oversaturation"];
+    assert_eq!(o["rate"].as_f64(), Some(146.0), "{o:#}");
+    assert_eq!(o["stopped"].as_bool(), Some(true), "{o:#}");
+    assert!(o["at_s"].as_f64().unwrap() < 3.0, "{o:#}");
+    // Ended early: not every request was sent, and the unsent ones are cancelled, not lost.
+    let req = &r["benchplan"]["requests"];
+    assert!(req["cancelled"].as_u64().unwrap() > 0, "{req:#}");
+    assert_eq!(req["balanced"].as_bool(), Some(true), "{req:#}");
+    assert!(r["duration"].as_f64().unwrap() < 4.0, "{}", r["duration"]);
+    let manifest = read_json(&run.join("manifest.json"));
+    assert_eq!(
+        manifest["cases"][0]["status"], "oversaturated",
+        "{manifest:#}"
+    );
+    let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(md.contains("OVERSATURATED: at 146.00 req/s"), "{md}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn half_the_capacity_is_never_oversaturated() {
+    let _cpu = crate::support::heavy();
+    let dir = tempdir("window-half");
+    // 20 runs at 36 requests a second, each 2 s of schedule.
+    let seeds: Vec<String> = (1..=20).map(|s| s.to_string()).collect();
+    let run = run_plan(
+        &dir,
+        "r",
+        &capacity_plan(
+            &format!("request_rate = [36.0]\nseed = [{}]", seeds.join(", ")),
+            72,
+            "",
+        ),
+        &[],
+        0,
+    );
+    let mut seen = 0;
+    for e in std::fs::read_dir(&run).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        if !(name.starts_with("sim-") && name.ends_with(".json")) || name.contains("timeslices") {
+            continue;
+        }
+        let r = read_json(&p);
+        assert!(
+            r["benchplan"]["oversaturation"].is_null(),
+            "{name}: {:#}",
+            r["benchplan"]["oversaturation"]
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 20);
     std::fs::remove_dir_all(&dir).ok();
 }

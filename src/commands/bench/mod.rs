@@ -20,7 +20,14 @@ use crate::exit::Exit;
 pub fn run(args: &BenchArgs) -> Exit {
     // vllm-bench's A/B form: no traffic, the same comparison and exit codes as `compare`.
     if let [base, cand] = &args.compare[..] {
-        return crate::commands::report::compare(base, cand, Some("5%"), &[]);
+        // vLLM's form compares vLLM's numbers: the whole run.
+        return crate::commands::report::compare(
+            base,
+            cand,
+            Some("5%"),
+            &[],
+            Some(crate::plan::Measure::Whole),
+        );
     }
     if args.trust_remote_code {
         eprintln!(

@@ -1,7 +1,8 @@
 //! Charts of a run as SVG files (plotters' SVG backend; text stays `<text>`, so no
 //! font files are read): the throughput–latency curve of a sweep ([`pareto`]), the
 //! TTFT and ITL distributions from the HDR histograms ([`cdf`]), the server's running,
-//! waiting and KV-cache use over each case ([`server`]), and an SLO search's probes
+//! waiting and KV-cache use over each case ([`server`]), each case over its timeslices
+//! ([`timeslices`]), and an SLO search's probes
 //! ([`search`]). report.md links them; report.html shows them inline.
 
 pub mod cdf;
@@ -10,6 +11,7 @@ pub mod pareto;
 pub mod search;
 pub mod server;
 mod style;
+pub mod timeslices;
 
 use serde_json::{Map, Value};
 
@@ -29,5 +31,6 @@ pub fn draw(cases: &[CaseView], rows: &[Row]) -> Vec<Chart> {
     out.extend(pareto::draw(cases, &result));
     out.extend(cdf::draw(cases, &result));
     out.extend(server::draw(cases, &result));
+    out.extend(timeslices::draw(cases, &result));
     out
 }

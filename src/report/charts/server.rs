@@ -31,7 +31,12 @@ pub fn draw<'a>(
             continue;
         }
         let title = format!("Server during {}", c.id);
-        match svg(&title, &t, &counts, &kv) {
+        let bottom = Panel {
+            desc: "KV cache %",
+            lines: vec![("KV cache", kv)],
+            max: Some(100.0),
+        };
+        match svg(&title, &t, &counts, &bottom) {
             Ok(s) => {
                 let mut ch =
                     Chart::new("server", title, &format!("server_{}", file_part(&c.id)), s);
@@ -45,7 +50,21 @@ pub fn draw<'a>(
     out
 }
 
-fn svg(title: &str, t: &[f64], counts: &[(&str, Series)], kv: &Series) -> Result<String, String> {
+/// The lower panel of a two-panel chart over time: its axis, its lines, and its top
+/// (None: from the data).
+pub struct Panel<'a> {
+    pub desc: &'a str,
+    pub lines: Vec<(&'a str, Series)>,
+    pub max: Option<f64>,
+}
+
+/// Counts of requests over time above, `bottom` below, on one time axis from `t`.
+pub fn svg(
+    title: &str,
+    t: &[f64],
+    counts: &[(&str, Series)],
+    bottom_panel: &Panel,
+) -> Result<String, String> {
     let xs = range(t.iter().copied(), true);
     let mut text = String::new();
     {
@@ -93,23 +112,50 @@ fn svg(title: &str, t: &[f64], counts: &[(&str, Series)], kv: &Series) -> Result
             .margin(10)
             .x_label_area_size(36)
             .y_label_area_size(56)
-            .build_cartesian_2d(xs, 0.0..100.0)
+            .build_cartesian_2d(
+                xs,
+                match bottom_panel.max {
+                    Some(m) => 0.0..m,
+                    None => range(
+                        bottom_panel
+                            .lines
+                            .iter()
+                            .flat_map(|(_, s)| s.iter().map(|p| p.1)),
+                        true,
+                    ),
+                },
+            )
             .map_err(err)?;
         chart
             .configure_mesh()
             .x_desc("seconds from the first request")
-            .y_desc("KV cache %")
+            .y_desc(bottom_panel.desc)
             .x_label_formatter(&|v| super::style::tick(*v))
             .y_label_formatter(&|v| super::style::tick(*v))
             .label_style((FONT, 12))
             .draw()
             .map_err(err)?;
-        if !kv.is_empty() {
+        for (i, (name, s)) in bottom_panel.lines.iter().enumerate() {
+            if s.is_empty() {
+                continue;
+            }
+            let c = color(i + 2);
             chart
-                .draw_series(LineSeries::new(
-                    kv.iter().copied(),
-                    color(2).stroke_width(2),
-                ))
+                .draw_series(LineSeries::new(s.iter().copied(), c.stroke_width(2)))
+                .map_err(err)?
+                .label(*name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(2))
+                });
+        }
+        if bottom_panel.lines.len() > 1 {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .label_font((FONT, 12))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
                 .map_err(err)?;
         }
         root.present().map_err(err)?;

@@ -61,6 +61,30 @@ pub enum HistoryAction {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum TraceAction {
+    /// What a trace will do to a cache: rows, span, request rate over time, length
+    /// percentiles, sessions, and the share of prompt tokens an unbounded prefix cache
+    /// would serve.
+    Stats {
+        /// The trace file (JSONL, or CSV for length-only traces).
+        file: PathBuf,
+        /// The trace's layout (detected from its first line when not given, and said).
+        #[arg(long = "trace-format", value_parser = ["mooncake", "bailian", "sessions", "lengths"])]
+        trace_format: Option<String>,
+        /// Tokens per hash id (default: the format's: mooncake 512, bailian 16, sessions 64).
+        #[arg(long)]
+        block_size: Option<u64>,
+        /// Fit rows whose hash ids do not cover their length, and count them, instead
+        /// of refusing the trace.
+        #[arg(long)]
+        fit_inconsistent: bool,
+        /// md or json.
+        #[arg(long, default_value = "md", value_parser = ["md", "json"])]
+        format: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum Command {
     /// Parse and validate a plan; list every problem with file, line, key path and a fix.
     Validate(PlanArgs),
@@ -177,6 +201,11 @@ pub enum Command {
     History {
         #[command(subcommand)]
         action: HistoryAction,
+    },
+    /// Production traces (Mooncake, Bailian, agentic sessions, length-only).
+    Trace {
+        #[command(subcommand)]
+        action: TraceAction,
     },
     /// Compare two runs: per-metric deltas, exit 4 on a regression beyond the threshold.
     Compare {
@@ -340,6 +369,22 @@ pub fn run(cli: Cli) -> Exit {
         Command::History {
             action: HistoryAction::Import { history, paths },
         } => crate::commands::trend::import(&history, &paths),
+        Command::Trace {
+            action:
+                TraceAction::Stats {
+                    file,
+                    trace_format,
+                    block_size,
+                    fit_inconsistent,
+                    format,
+                },
+        } => crate::commands::trace::stats(
+            &file,
+            trace_format.as_deref(),
+            block_size,
+            fit_inconsistent,
+            &format,
+        ),
         Command::Report {
             dir,
             template,

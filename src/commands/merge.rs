@@ -592,7 +592,13 @@ fn judge_merged(
     let mut regressions = 0;
     if let Some(b) = args.baseline.as_ref().or(report_cfg.baseline.as_ref()) {
         if b.is_dir() || b.is_file() {
-            let c = crate::report::compare::compare_dirs(b, dir, &report_cfg)
+            let past = report_cfg
+                .history
+                .as_deref()
+                .filter(|h| h.is_file())
+                .map(crate::trend::history::past_values)
+                .unwrap_or_default();
+            let c = crate::report::compare::compare_with(b, dir, &report_cfg, &past)
                 .map_err(|e| format!("cannot compare with baseline {}: {e}", b.display()))?;
             regressions = c.regressions;
             view.comparison = Some(c);

@@ -8,4 +8,5 @@ pub mod merge;
 pub mod probe;
 pub mod report;
 pub mod run;
+pub mod trace;
 pub mod trend;

@@ -41,6 +41,9 @@ pub struct Turn {
     pub recorded_reply_len: u64,
     /// Extra request headers for this turn only (a file's per-message `headers`).
     pub headers: Vec<(String, String)>,
+    /// The pause before this turn after the previous answer, when a trace says it
+    /// (otherwise the dataset's think-time distribution is drawn).
+    pub think: Option<std::time::Duration>,
 }
 
 /// One conversation: its turns in order.
@@ -56,6 +59,9 @@ pub struct Conversation {
 pub struct Conversations {
     pub list: Vec<Conversation>,
     pub history: History,
+    /// When each conversation starts (seconds from the case's start), when a trace says
+    /// it; otherwise the case's arrival schedule paces them.
+    pub starts: Option<Vec<f64>>,
 }
 
 impl Conversations {
@@ -168,6 +174,7 @@ fn synthetic(
         recorded_reply: None,
         recorded_reply_len: 0,
         headers: vec![],
+        think: None,
     };
 
     if !d.prefix_sharing() {
@@ -189,6 +196,7 @@ fn synthetic(
         return Ok(Conversations {
             list,
             history: History::Live,
+            starts: None,
         });
     }
 
@@ -233,6 +241,7 @@ fn synthetic(
     Ok(Conversations {
         list,
         history: History::None,
+        starts: None,
     })
 }
 
@@ -285,6 +294,7 @@ fn from_file(
                         recorded_reply: None,
                         recorded_reply_len: 0,
                         headers: headers_of(m.get("headers")),
+                        think: None,
                     });
                 }
                 "gpt" | "assistant" | "chatgpt" | "bard" | "bing" => {
@@ -338,6 +348,7 @@ fn from_file(
             ConversationHistory::Live => History::Live,
             ConversationHistory::Recorded => History::Recorded,
         },
+        starts: None,
     })
 }
 

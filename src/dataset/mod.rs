@@ -8,6 +8,7 @@ pub mod files;
 pub mod image;
 pub mod multimodal;
 pub mod random;
+pub mod trace;
 
 use std::path::Path;
 
@@ -40,6 +41,7 @@ pub fn build(
         Dataset::Burstgpt(d) => files::burstgpt(d, n, seed, tokens, dir),
         Dataset::RandomAudio(d) => audio::random_audio(d, n, seed, tokens),
         Dataset::CustomAudio(d) => audio::custom_audio(d, n, seed, tokens, dir),
+        Dataset::Trace(d) => trace::build(d, n, seed, tokens, dir),
         Dataset::MultiTurn(_) => {
             Err("multi_turn builds conversations: use dataset::conversations::build".into())
         }

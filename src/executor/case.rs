@@ -31,6 +31,9 @@ pub enum Status {
     Interrupted,
     /// Never started (an earlier failure with continue_on_error off, or an interrupt).
     NotRun,
+    /// Not run on purpose: a lower rate of the same sweep over-saturated (with
+    /// `execution.stop_on = ["oversaturation"]`), so this one would too.
+    Skipped,
 }
 
 impl Status {
@@ -41,6 +44,7 @@ impl Status {
             Status::TimedOut => "timeout",
             Status::Interrupted => "interrupted",
             Status::NotRun => "not_run",
+            Status::Skipped => "skipped",
         }
     }
 }
@@ -87,6 +91,14 @@ impl CaseOutcome {
     pub fn not_run(why: impl Into<String>) -> CaseOutcome {
         CaseOutcome {
             status: Status::NotRun,
+            ..CaseOutcome::failed(why)
+        }
+    }
+
+    /// Not run on purpose (see [`Status::Skipped`]).
+    pub fn skipped(why: impl Into<String>) -> CaseOutcome {
+        CaseOutcome {
+            status: Status::Skipped,
             ..CaseOutcome::failed(why)
         }
     }

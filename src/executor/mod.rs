@@ -369,7 +369,16 @@ fn judge(
     let mut history_failed = false;
     if let Some(b) = &planned.plan.report.baseline {
         if b.is_dir() {
-            match crate::report::compare::compare_dirs(b, dir, &planned.plan.report) {
+            // The history's past runs, when the plan keeps one: the spread between runs.
+            let past = planned
+                .plan
+                .report
+                .history
+                .as_deref()
+                .filter(|h| h.is_file())
+                .map(crate::trend::history::past_values)
+                .unwrap_or_default();
+            match crate::report::compare::compare_with(b, dir, &planned.plan.report, &past) {
                 Ok(c) => {
                     regression = c.regressions > 0;
                     report.comparison = Some(c);
@@ -420,7 +429,11 @@ fn verdict(
     let slo_failures = report.slo_failures;
     let regressions = report.comparison.as_ref().map_or(0, |c| c.regressions);
     let trend_regressions = report.trend.as_ref().map_or(0, |t| t.regressions);
-    let failed = report.cases.iter().filter(|c| c.status != "ok").count();
+    let failed = report
+        .cases
+        .iter()
+        .filter(|c| c.status != "ok" && c.status != "skipped")
+        .count();
     let mut code = Exit::of_findings(failed_to_run, slo_failures, usize::from(regression));
     // Worse only on a busy machine: 0, or 5 when the plan asks (`exit_on_inconclusive`).
     let busy_verdicts = report.comparison.as_ref().map_or(0, |c| {

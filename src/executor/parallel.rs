@@ -109,6 +109,60 @@ fn done_line(o: &CaseOutcome, took: f64, eta: Option<f64>) -> String {
     format!("  {what} in {}{eta}", hms(took))
 }
 
+/// The sweep points a stop on over-saturation rules out: each over-saturated case's
+/// service, its other matrix values and its rate. A case of the same service and values
+/// at a higher rate would over-saturate too, so it is skipped (GPU hours saved).
+#[derive(Default)]
+struct Saturated(Vec<SweepPoint>);
+
+/// A point of a sweep: its service, its other matrix values (key, value) and its rate.
+type SweepPoint = (String, Vec<(String, String)>, f64);
+
+impl Saturated {
+    /// A case's matrix values other than its rate.
+    fn others(case: &crate::planner::Case) -> Vec<(String, String)> {
+        case.assignments
+            .iter()
+            .filter(|a| &*a.key != "request_rate")
+            .map(|a| (a.key.to_string(), a.value.to_string()))
+            .collect()
+    }
+
+    /// Notes `case` when its outcome over-saturated and the plan stops on it.
+    fn note(&mut self, planned: &Planned, case: &crate::planner::Case, o: &CaseOutcome) {
+        let stops = planned
+            .plan
+            .execution
+            .stop_on
+            .contains(&crate::plan::settings::StopOn::Oversaturation);
+        let over = o
+            .result
+            .as_ref()
+            .is_some_and(|r| CaseFile::new(r).oversaturation().is_some());
+        if stops && over {
+            self.0.push((
+                case.service.clone(),
+                Saturated::others(case),
+                case.params.request_rate.0,
+            ));
+        }
+    }
+
+    /// Why `case` is not run: a lower rate of its sweep over-saturated.
+    fn rules_out(&self, case: &crate::planner::Case) -> Option<String> {
+        let rate = case.params.request_rate.0;
+        let others = Saturated::others(case);
+        self.0
+            .iter()
+            .find(|(s, o, r)| *s == case.service && *o == others && rate > *r)
+            .map(|(_, _, r)| {
+                format!(
+                    "skipped: the same sweep over-saturated at {r} req/s, below this case's {rate} req/s (execution.stop_on = [\"oversaturation\"])"
+                )
+            })
+    }
+}
+
 /// What the cases of a run share.
 pub struct Scope<'a> {
     pub planned: &'a Planned,
@@ -162,11 +216,24 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Manifest) -> Vec<CaseOutco
     let (mut spent, mut measured) = (0.0f64, 0.0f64);
     let t0 = std::time::Instant::now();
 
+    let mut saturated = Saturated::default();
     if ex.parallel <= 1 {
         for (n, &i) in runnable.iter().enumerate() {
             let case = &planned.cases[i];
             if ctl.stopping() {
                 break;
+            }
+            if let Some(why) = saturated.rules_out(case) {
+                log(
+                    dir,
+                    &format!("[{}/{total}] {}: {why}", i + 1, case.id),
+                    quiet,
+                );
+                let o = CaseOutcome::skipped(why);
+                record(manifest, i, &case.id, &case.service, &o, dir);
+                left -= prompts(i);
+                out[i] = Some(o);
+                continue;
             }
             if n > 0 && !ex.cooldown.0.is_zero() {
                 tokio::time::sleep(ex.cooldown.0).await;
@@ -188,6 +255,7 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Manifest) -> Vec<CaseOutco
                 log(dir, &format!("  case {}: {e}", o.status.as_str()), quiet);
             }
             record(manifest, i, &case.id, &case.service, &o, dir);
+            saturated.note(planned, case, &o);
             let failed = matches!(o.status, Status::Failed | Status::TimedOut);
             if o.write_failed {
                 stop_for_disk(&o, ctl);
@@ -220,6 +288,18 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Manifest) -> Vec<CaseOutco
                 };
                 let i = pending.remove(pos);
                 let case = planned.cases[i].clone();
+                if let Some(why) = saturated.rules_out(&case) {
+                    log(
+                        &dir_owned,
+                        &format!("[{}/{total}] {}: {why}", i + 1, case.id),
+                        quiet,
+                    );
+                    let o = CaseOutcome::skipped(why);
+                    record(manifest, i, &case.id, &case.service, &o, &dir_owned);
+                    left -= prompts(i);
+                    out[i] = Some(o);
+                    continue;
+                }
                 busy.insert(case.service.clone());
                 log(
                     &dir_owned,
@@ -281,6 +361,7 @@ pub async fn run_all(scope: Scope<'_>, manifest: &mut Manifest) -> Vec<CaseOutco
                     matches!(o.status, Status::Failed | Status::TimedOut) && !ex.continue_on_error;
             }
             record(manifest, i, &case.id, &case.service, &o, dir);
+            saturated.note(&planned, case, &o);
             if o.write_failed && !ctl.halted() {
                 stop_for_disk(&o, ctl);
             }

@@ -105,6 +105,11 @@ pub async fn execute(
     if let Dataset::MultiTurn(d) = &params.dataset {
         return execute_conversations(resolved, service, params, d, opts).await;
     }
+    if let Dataset::Trace(d) = &params.dataset
+        && d.format == crate::plan::trace::TraceFormat::Sessions
+    {
+        return execute_trace_sessions(resolved, service, params, d, opts).await;
+    }
     let inputs = Arc::new(crate::dataset::build(
         params,
         &resolved.tokens,
@@ -115,6 +120,19 @@ pub async fn execute(
     let run = run_case(t.clone(), params.clone(), inputs.clone(), opts).await?;
     let summary = run_summary(&run, &params, Some(&resolved.tokens));
     let window = run_window(&run, &params, Some(&resolved.tokens), opts);
+    // A trace's reuse: what its blocks promise against what the server served.
+    let trace = match &params.dataset {
+        Dataset::Trace(d) => Some(super::trace::reuse(
+            d,
+            &opts.data_dir,
+            params.num_prompts as usize,
+            &run.records,
+            run.server_metrics
+                .as_ref()
+                .and_then(|m| m.kv_capacity_tokens),
+        )?),
+        _ => None,
+    };
     Ok(CaseResult {
         summary,
         window,
@@ -124,6 +142,7 @@ pub async fn execute(
         engine: None,
         raw: None,
         route: RouteFacts::of(&t),
+        trace,
     })
 }
 
@@ -141,6 +160,57 @@ async fn execute_conversations(
         &resolved.tokens,
         &opts.data_dir,
     )?;
+    let talk = Talk {
+        think: ThinkTime::of(d),
+        session_header: &d.session_header,
+        trace: None,
+    };
+    run_talks(resolved, service, params, convs, talk, opts).await
+}
+
+/// A session trace's sessions, replayed as conversations (see `dataset::trace::sessions`).
+async fn execute_trace_sessions(
+    resolved: &Resolved,
+    service: &Service,
+    params: &CaseParams,
+    d: &crate::plan::trace::TraceDataset,
+    opts: &RunOptions,
+) -> Result<CaseResult, CaseError> {
+    let convs = crate::dataset::trace::sessions(
+        d,
+        params.num_prompts as usize,
+        params.seed,
+        &resolved.tokens,
+        &opts.data_dir,
+    )?;
+    let talk = Talk {
+        // Every turn carries its trace's pause.
+        think: ThinkTime {
+            mean: std::time::Duration::ZERO,
+            distribution: crate::plan::dataset::DelayDistribution::Constant,
+        },
+        session_header: "",
+        trace: Some(d),
+    };
+    run_talks(resolved, service, params, convs, talk, opts).await
+}
+
+/// How conversations talk: their think time, their session header, and the trace they
+/// replay (for its reuse).
+struct Talk<'a> {
+    think: ThinkTime,
+    session_header: &'a str,
+    trace: Option<&'a crate::plan::trace::TraceDataset>,
+}
+
+async fn run_talks(
+    resolved: &Resolved,
+    service: &Service,
+    params: &CaseParams,
+    convs: crate::dataset::conversations::Conversations,
+    talk: Talk<'_>,
+    opts: &RunOptions,
+) -> Result<CaseResult, CaseError> {
     let inputs = Arc::new(
         convs
             .list
@@ -161,8 +231,8 @@ async fn execute_conversations(
         t.clone(),
         params.clone(),
         Arc::new(convs),
-        ThinkTime::of(d),
-        &d.session_header,
+        talk.think,
+        talk.session_header,
         opts,
     )
     .await?;
@@ -176,6 +246,18 @@ async fn execute_conversations(
         &params,
         tokens,
     ));
+    let trace = match talk.trace {
+        Some(d) => Some(super::trace::reuse(
+            d,
+            &opts.data_dir,
+            params.num_prompts as usize,
+            &run.records,
+            run.server_metrics
+                .as_ref()
+                .and_then(|m| m.kv_capacity_tokens),
+        )?),
+        None => None,
+    };
     Ok(CaseResult {
         summary,
         window,
@@ -185,5 +267,6 @@ async fn execute_conversations(
         engine: None,
         raw: None,
         route: RouteFacts::of(&t),
+        trace,
     })
 }

@@ -127,7 +127,8 @@ async fn conversation(shared: Arc<Shared>, ci: usize, arrival: f64, released: f6
     let (mut scheduled, mut dispatched) = (arrival, released);
     for (k, turn) in conv.turns.iter().enumerate() {
         if k > 0 {
-            let pause = shared.think.sample(&mut rng);
+            // A trace's own pause for this turn, else a draw from the think time.
+            let pause = turn.think.unwrap_or_else(|| shared.think.sample(&mut rng));
             let now = shared.start.elapsed().as_secs_f64();
             scheduled = now + pause.as_secs_f64();
             if !pause.is_zero() {
@@ -293,7 +294,8 @@ pub async fn run_conversations(
     } else {
         0
     };
-    let offsets = schedule(&params, n);
+    // A trace's session starts, else the case's arrival schedule.
+    let offsets = convs.starts.clone().unwrap_or_else(|| schedule(&params, n));
     let mut first_index = Vec::with_capacity(n);
     let mut acc = 0;
     for c in &convs.list {
@@ -303,6 +305,7 @@ pub async fn run_conversations(
     let planned_turns = convs.list.iter().map(|c| c.turns.len() as u32).collect();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RequestRecord>();
     let before = super::run::scrape_before(opts).await;
+    let watch = super::machine::Watch::start();
     let start = Instant::now();
     let scraping = before.map(|(src, page)| src.sample(page, start));
     let shared = Arc::new(Shared {
@@ -359,6 +362,7 @@ pub async fn run_conversations(
     };
     let collected = collect(rx, total, counts, opts, start, None).await;
     let duration = start.elapsed().as_secs_f64();
+    let machine = watch.finish().await;
     let server_metrics = match scraping {
         Some(s) => Some(s.finish().await),
         None => None,
@@ -383,8 +387,7 @@ pub async fn run_conversations(
         accounting,
         planned_turns,
         server_metrics,
-        // Multi-turn cases do not record the machine yet.
-        machine: None,
+        machine: Some(machine),
         // Its turns wait for their answers: a closed loop, which cannot over-saturate.
         oversaturation: None,
     })

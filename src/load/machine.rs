@@ -161,6 +161,36 @@ pub async fn lag_probe(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> H
     lags
 }
 
+/// The machine watched over a case's measured requests: the counters at its start and
+/// the event-loop lag probe, until [`Watch::finish`].
+pub struct Watch {
+    before: Snapshot,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    lag: tokio::task::JoinHandle<Histogram<u64>>,
+}
+
+impl Watch {
+    /// Starts watching (on the runtime of the case's requests, whose lag it measures).
+    pub fn start() -> Watch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        Watch {
+            before: Snapshot::take(),
+            lag: tokio::spawn(lag_probe(stop.clone())),
+            stop,
+        }
+    }
+
+    /// The figures since [`Watch::start`].
+    pub async fn finish(self) -> Machine {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let lags = self
+            .lag
+            .await
+            .unwrap_or_else(|_| Histogram::new(3).expect("3 significant digits"));
+        Machine::between(&self.before, &Snapshot::take(), &lags)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

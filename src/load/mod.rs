@@ -12,6 +12,7 @@ pub mod result;
 pub mod run;
 pub mod schedule;
 pub mod stop;
+pub mod trace;
 pub mod vllm_engine;
 
 /// The runtime a command runs its traffic on. One thread when only the client runs:

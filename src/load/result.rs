@@ -31,6 +31,8 @@ pub struct CaseResult {
     pub raw: Option<Map<String, Value>>,
     /// The way the measured requests went, when not straight to the URL.
     pub route: RouteFacts,
+    /// A trace case's cache reuse, expected and realised (`benchplan.trace`).
+    pub trace: Option<super::trace::TraceReuse>,
 }
 
 /// Where the measured requests went on their way: a proxy, a redirect.
@@ -123,6 +125,9 @@ impl CaseResult {
         m.insert("timed_out".into(), json!(self.run.timed_out));
         // Null when not found (a closed loop cannot over-saturate: its cap bounds it).
         m.insert("oversaturation".into(), json!(self.run.oversaturation));
+        if let Some(t) = &self.trace {
+            m.insert("trace".into(), json!(t));
+        }
         if let Some(sm) = &self.run.server_metrics {
             m.insert("server_metrics".into(), sm.to_json());
         }

@@ -203,7 +203,14 @@ pub async fn run_case(
     inputs: Arc<Vec<RequestInput>>,
     opts: &RunOptions,
 ) -> Result<CaseRun, RunError> {
-    let first = inputs.first().ok_or(RunError::Empty)?.clone();
+    let mut first = inputs.first().ok_or(RunError::Empty)?.clone();
+    // A trace's smoke request must not warm the prefix cache for its first row: a
+    // different leading word keeps every block apart (as a conversation's does).
+    if matches!(params.dataset, crate::plan::Dataset::Trace(_))
+        && let crate::client::backend::Prompt::Text(t) = &mut first.prompt
+    {
+        *t = format!("warmup {t}");
+    }
     let sem = params
         .max_concurrency
         .map(|n| Arc::new(Semaphore::new(permits(n))));
@@ -223,9 +230,7 @@ pub async fn run_case(
     let handle = tokio::runtime::Handle::current();
     let before = scrape_before(opts).await;
     // How busy the machine is while the measured requests run (see `machine`).
-    let machine_before = super::machine::Snapshot::take();
-    let lag_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let lag = tokio::spawn(super::machine::lag_probe(lag_stop.clone()));
+    let watch = super::machine::Watch::start();
     let start = Instant::now();
     let scraping = before.map(|(src, page)| src.sample(page, start));
     // vLLM's `rps_change_events` for a ramp-up: the start rate, then each whole rate
@@ -375,12 +380,7 @@ pub async fn run_case(
     )
     .await;
     let duration = start.elapsed().as_secs_f64();
-    lag_stop.store(true, Ordering::Relaxed);
-    let lags = lag
-        .await
-        .unwrap_or_else(|_| hdrhistogram::Histogram::new(3).expect("3 significant digits"));
-    let machine =
-        super::machine::Machine::between(&machine_before, &super::machine::Snapshot::take(), &lags);
+    let machine = watch.finish().await;
     let rps_change_events = dispatcher.join().unwrap_or_default();
     let stopped_early = collected.oversaturation.is_some_and(|o| o.stopped);
     let accounting = Accounting::of(

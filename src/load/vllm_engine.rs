@@ -403,6 +403,7 @@ pub async fn execute(
         })),
         raw: Some(raw),
         route: Default::default(),
+        trace: None,
     })
 }
 

@@ -47,6 +47,15 @@ pub fn std(values: &[f64]) -> f64 {
     (values.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / values.len() as f64).sqrt()
 }
 
+/// Sample standard deviation (n − 1); 0 for fewer than two values.
+pub fn std_sample(values: &[f64]) -> f64 {
+    if values.len() < 2 {
+        return 0.0;
+    }
+    let n = values.len() as f64;
+    std(values) * (n / (n - 1.0)).sqrt()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

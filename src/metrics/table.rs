@@ -248,6 +248,17 @@ pub const METRICS: &[MetricDef] = &[
     )
     .not_compared()
     .optional(),
+    // A trace case: the share of its prompt tokens the server reported cached
+    // (`benchplan.trace.realised_reuse`, in percent here); only a trace case has it.
+    scalar(
+        "trace_realised_reuse",
+        "realised prefix reuse",
+        "realised reuse",
+        Unit::Percent,
+        Evidence::None,
+        |_| None,
+    )
+    .optional(),
 ];
 
 /// A result key's name in a report's tight spots: `TTFT P99`, `TPOT mean`, `req/s`;
@@ -347,7 +358,7 @@ pub fn slo_keys_help() -> String {
 
 /// What the compare gate and the history look at unless `report.compare_metrics` says
 /// otherwise: one of each kind, no statistic twice (a median is a p50).
-pub const DEFAULT_COMPARED: [&str; 8] = [
+pub const DEFAULT_COMPARED: [&str; 9] = [
     "p50_ttft_ms",
     "p99_ttft_ms",
     "p50_tpot_ms",
@@ -356,6 +367,7 @@ pub const DEFAULT_COMPARED: [&str; 8] = [
     "p99_e2el_ms",
     "output_throughput",
     "success_rate",
+    "trace_realised_reuse",
 ];
 
 /// Whether the compare gate can judge this result key (a compared row's key, or a

@@ -195,6 +195,10 @@ pub const MIN_STEADY_REQUESTS: usize = 20;
 /// changes the quantity by at least [`TREND_CHANGE`] across the window.
 const TREND_PVALUE: f64 = 0.001;
 const TREND_CHANGE: f64 = 0.10;
+/// ... and moves TTFT by at least this many seconds, or the number in flight by at
+/// least one request, across the window.
+const TREND_MIN_TTFT_S: f64 = 0.002;
+const TREND_MIN_IN_FLIGHT: f64 = 1.0;
 
 /// The steady window of a run (see the module doc); None when the run measured
 /// nothing or its load has no steady part (a single request).
@@ -429,9 +433,15 @@ fn steadiness(
             (r.start, sent.saturating_sub(done) as f64)
         })
         .collect();
-    for (what, points) in [("TTFT", ttft), ("the number in flight", in_flight)] {
+    // Each with the smallest absolute move that counts: a sub-millisecond TTFT drifts
+    // by 10% with the client's own jitter, which says nothing of the server.
+    for (what, points, floor) in [
+        ("TTFT", ttft, TREND_MIN_TTFT_S),
+        ("the number in flight", in_flight, TREND_MIN_IN_FLIGHT),
+    ] {
+        let level = points.iter().map(|p| p.1).sum::<f64>() / points.len().max(1) as f64;
         if let Some((change, p)) = trend(&points, b - a) {
-            if p < TREND_PVALUE && change.abs() >= TREND_CHANGE {
+            if p < TREND_PVALUE && change.abs() >= TREND_CHANGE && (change * level).abs() >= floor {
                 return Steadiness::Trending {
                     what,
                     change,

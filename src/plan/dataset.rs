@@ -46,6 +46,10 @@ pub enum Dataset {
     /// or a folder of .wav files, for `openai-audio` (vLLM's `custom_audio`).
     #[serde(rename = "custom_audio")]
     CustomAudio(CustomAudioDataset),
+    /// A production trace replayed with its prefix structure (Mooncake, Bailian,
+    /// agentic sessions, length-only): see "Replaying production traces" in the README.
+    #[serde(rename = "trace")]
+    Trace(super::trace::TraceDataset),
 }
 
 impl Default for Dataset {
@@ -80,7 +84,7 @@ pub fn is_dataset_key(key: &str) -> bool {
 }
 
 impl Dataset {
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 11] = [
         "random",
         "random-mm",
         "random-rerank",
@@ -91,6 +95,7 @@ impl Dataset {
         "multi_turn",
         "random-audio",
         "custom_audio",
+        "trace",
     ];
 
     /// Why `client = "vllm"` cannot run this dataset, if it cannot: whether it maps
@@ -124,6 +129,7 @@ impl Dataset {
             Dataset::MultiTurn(_) => "multi_turn",
             Dataset::RandomAudio(_) => "random-audio",
             Dataset::CustomAudio(_) => "custom_audio",
+            Dataset::Trace(_) => "trace",
         }
     }
 
@@ -135,6 +141,7 @@ impl Dataset {
             Dataset::Burstgpt(d) => d.path.as_ref(),
             Dataset::MultiTurn(d) => d.path.as_ref(),
             Dataset::CustomAudio(d) => d.path.as_ref(),
+            Dataset::Trace(d) => d.path.as_ref(),
             _ => None,
         }
     }
@@ -147,6 +154,7 @@ impl Dataset {
                 | Dataset::Custom(_)
                 | Dataset::Burstgpt(_)
                 | Dataset::CustomAudio(_)
+                | Dataset::Trace(_)
         )
     }
 
@@ -169,6 +177,10 @@ impl Dataset {
             _ if self.is_multimodal() => Inputs::Images,
             Dataset::RandomRerank(_) => Inputs::RerankPairs,
             Dataset::MultiTurn(_) => Inputs::Conversation,
+            // A session trace's turns are sent as conversations (chat).
+            Dataset::Trace(d) if d.format == super::trace::TraceFormat::Sessions => {
+                Inputs::Conversation
+            }
             _ => Inputs::Text,
         }
     }
@@ -177,7 +189,7 @@ impl Dataset {
     pub fn ignores_eos_by_default(&self) -> bool {
         matches!(
             self,
-            Dataset::Random(_) | Dataset::RandomMm(_) | Dataset::MultiTurn(_)
+            Dataset::Random(_) | Dataset::RandomMm(_) | Dataset::MultiTurn(_) | Dataset::Trace(_)
         )
     }
 }

@@ -18,6 +18,7 @@ pub mod shape;
 pub mod sim;
 pub mod slo_spec;
 pub mod source;
+pub mod trace;
 pub mod units;
 
 use indexmap::IndexMap;

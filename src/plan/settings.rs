@@ -166,7 +166,8 @@ pub struct Report {
     /// comparison: a baseline that matches nothing compares nothing).
     pub allow_unmatched: bool,
     /// The result keys compared with the baseline. Default: p50_ttft_ms, p99_ttft_ms,
-    /// p50_tpot_ms, p99_tpot_ms, p99_itl_ms, p99_e2el_ms, output_throughput, success_rate.
+    /// p50_tpot_ms, p99_tpot_ms, p99_itl_ms, p99_e2el_ms, output_throughput, success_rate,
+    /// and for a trace case trace_realised_reuse.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compare_metrics: Option<Vec<String>>,
     /// Which numbers the baseline gate compares: the steady window's (`steady`, the

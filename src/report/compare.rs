@@ -23,8 +23,14 @@ pub struct DeltaRow {
     /// `higher` or `lower` is better.
     pub better: std::borrow::Cow<'static, str>,
     /// One-sided p-value of a change for the worse (see `significance`); None when the
-    /// results carry no samples to test.
+    /// results carry no samples to test. With a history, the larger of the requests'
+    /// test and `p_between`.
     pub p_value: Option<f64>,
+    /// One-sided p-value of the difference against the spread between runs: the
+    /// case's past values of the metric in the plan's history (three or more); None
+    /// without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_between: Option<f64>,
     pub regression: bool,
     /// Beyond its threshold and significant, but measured on a busy machine (either
     /// side): why, with the figures. Not a regression.
@@ -242,8 +248,56 @@ pub fn plan_report_settings(dir: &Path) -> Option<Report> {
     serde_json::from_value(v["plan"]["report"].clone()).ok()
 }
 
+/// Each case's past values of each metric (by case and metric), from the plan's history.
+pub type RunValues = std::collections::HashMap<(String, String), Vec<f64>>;
+
+/// The fewest past runs whose spread the gate judges a difference against.
+pub const MIN_PAST_RUNS: usize = 3;
+
+/// The one-sided p-value that a single run's `cand` is worse than a single run's `base`
+/// by more than `margin` (relative), against the spread of `past` runs: two runs
+/// differ by noise with variance 2s², s the past runs' standard deviation; Student's t
+/// with n − 1 degrees of freedom.
+pub fn between_runs_p(
+    past: &[f64],
+    base: f64,
+    cand: f64,
+    margin: f64,
+    lower_is_better: bool,
+) -> Option<f64> {
+    if past.len() < MIN_PAST_RUNS || base == 0.0 {
+        return None;
+    }
+    let s = crate::metrics::stats::std_sample(past);
+    let worse = if lower_is_better {
+        cand - base
+    } else {
+        base - cand
+    };
+    let beyond = worse - margin * base.abs();
+    if s == 0.0 {
+        return Some(if beyond > 0.0 { 0.0 } else { 1.0 });
+    }
+    let t = beyond / (s * std::f64::consts::SQRT_2);
+    Some(crate::metrics::significance::student_t_sf(
+        t,
+        (past.len() - 1) as f64,
+    ))
+}
+
 /// Compares the results of two folders with the plan's report thresholds.
 pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison, String> {
+    compare_with(base, cand, cfg, &RunValues::new())
+}
+
+/// [`compare_dirs`], a difference between single runs also judged against the spread
+/// between runs that `past` holds (the plan's history; see [`between_runs_p`]).
+pub fn compare_with(
+    base: &Path,
+    cand: &Path,
+    cfg: &Report,
+    past: &RunValues,
+) -> Result<Comparison, String> {
     let b = load_results(base)?;
     let c = load_results(cand)?;
     let mut rows = Vec::new();
@@ -333,7 +387,16 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
             } else {
                 delta > t
             };
-            let p_value = worse_p_value(k, bj, cj, t);
+            let p_within = worse_p_value(k, bj, cj, t);
+            // One run a side: the spread between runs, where the history has it.
+            let p_between = (bf.repeat_count().is_none() && cf.repeat_count().is_none())
+                .then(|| past.get(&(id.clone(), k.to_string())))
+                .flatten()
+                .and_then(|xs| between_runs_p(xs, bv, cv, t, better == "lower"));
+            let p_value = match (p_within, p_between) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
             let worse = beyond && p_value.is_none_or(|p| p < cfg.significance);
             let inconclusive = too_few.clone().or_else(|| busy.clone()).filter(|_| worse);
             rows.push(DeltaRow {
@@ -345,6 +408,7 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
                 threshold_pct: t * 100.0,
                 better: better.into(),
                 p_value,
+                p_between,
                 regression: worse && inconclusive.is_none(),
                 inconclusive,
             });
@@ -374,9 +438,13 @@ pub fn compare_dirs(base: &Path, cand: &Path, cfg: &Report) -> Result<Comparison
             whole_instead.join(", ")
         ));
     }
-    if single_runs > 0 {
+    if single_runs > 0 && past.is_empty() {
         warnings.push(format!(
-            "{single_runs} case(s) have one run on each side: their p-values treat the requests of a run as independent samples, and a shift of a whole run (its machine, its start) is not in them; `execution.repeats` on both sides tests across runs instead"
+            "{single_runs} case(s) have one run on each side: their p-values treat the requests of a run as independent samples, and a shift of a whole run (its machine, its start) is not in them; `execution.repeats` on both sides, or a `report.history` with {MIN_PAST_RUNS} or more past runs, tests against the spread between runs instead"
+        ));
+    } else if single_runs > 0 {
+        warnings.push(format!(
+            "{single_runs} case(s) have one run on each side: a difference is also judged against the spread between the history's past runs of the case (where it has {MIN_PAST_RUNS} or more), and its p-value is the larger of that test and the requests' own"
         ));
     }
     if !unmatched.is_empty() && unmatched.len() == c.len() {
@@ -577,6 +645,24 @@ mod tests {
             "{p99:?}"
         );
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_difference_between_single_runs_is_judged_against_the_past_runs_spread() {
+        // Past runs of 100 ± 5 (s = 4.47): a run at 112 against one at 100 is a 12% rise,
+        // 7 points past a 5% threshold, which two runs' noise (4.47·√2 = 6.3) often makes.
+        let past = [95.0, 100.0, 105.0, 100.0, 95.0, 105.0];
+        let p = between_runs_p(&past, 100.0, 112.0, 0.05, true).unwrap();
+        assert!(p > 0.1, "{p}");
+        // Hand-computed: t = (12 − 5) / (4.472·√2) = 1.107, df 5: one-sided p = 0.159.
+        assert!((p - 0.159).abs() < 0.005, "{p}");
+        // 150 is far beyond the spread; faster is never worse.
+        assert!(between_runs_p(&past, 100.0, 150.0, 0.05, true).unwrap() < 0.001);
+        assert!(between_runs_p(&past, 100.0, 80.0, 0.05, true).unwrap() > 0.99);
+        // A throughput: lower is worse.
+        assert!(between_runs_p(&past, 100.0, 50.0, 0.05, false).unwrap() < 0.001);
+        // Fewer than three past runs: no estimate.
+        assert_eq!(between_runs_p(&past[..2], 100.0, 150.0, 0.05, true), None);
     }
 
     #[test]

@@ -72,6 +72,10 @@ pub struct CaseView {
     pub steady: Option<SteadyView>,
     /// An open loop whose queue grew without bound: OVERSATURATED, when and at what rate.
     pub oversaturated: Option<String>,
+    /// How busy the measuring machine was over the case (`benchplan.machine`).
+    pub machine: Option<crate::results::read::MachineFigures>,
+    /// A trace case's prefix reuse, expected and realised (`benchplan.trace`).
+    pub trace: Option<crate::results::read::TraceFigures>,
 }
 
 /// A case's steady window (`benchplan.steady`) as the report shows it.
@@ -191,6 +195,9 @@ pub struct ReportView {
     pub charts: Vec<ChartView>,
     /// The run folder, for the step summary's pointer to report.html.
     pub folder: Option<String>,
+    /// The busiest the measuring machine was over any case, in one line (the step
+    /// summary's): CPU pressure, client run-queue wait, event-loop lag.
+    pub machine_line: Option<String>,
 }
 
 /// The trend verdict a run's report carries: how many series of the history regressed
@@ -267,6 +274,7 @@ impl ReportView {
             Ok(r) => (Some(r), None),
             Err(why) => (None, Some(why)),
         };
+        let machine_line = machine_line(&cases);
         ReportView {
             axes: axes_of(&cases),
             recommendations: recommend_groups(&cases, have_slos),
@@ -278,7 +286,12 @@ impl ReportView {
             command: head.command,
             services: head.services,
             slos: head.slos,
-            failed_cases: cases.iter().filter(|v| v.status != "ok").cloned().collect(),
+            // A case skipped on purpose (above an over-saturated rate) did not fail.
+            failed_cases: cases
+                .iter()
+                .filter(|v| v.status != "ok" && v.status != "skipped")
+                .cloned()
+                .collect(),
             slo_failures: cases.iter().filter(|v| v.slo_pass == Some(false)).count(),
             cases,
             recommendation,
@@ -287,8 +300,30 @@ impl ReportView {
             trend: None,
             charts: Vec::new(),
             folder: head.folder,
+            machine_line,
         }
     }
+}
+
+/// The busiest figures of the measuring machine over the cases, each with its case.
+fn machine_line(cases: &[CaseView]) -> Option<String> {
+    let most = |get: fn(&crate::results::read::MachineFigures) -> Option<f64>| {
+        cases
+            .iter()
+            .filter_map(|c| Some((get(c.machine.as_ref()?)?, c.id.as_str())))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+    };
+    let mut parts = Vec::new();
+    if let Some((v, id)) = most(|m| m.cpu_pressure_pct) {
+        parts.push(format!("CPU pressure up to {v:.1}% ({id})"));
+    }
+    if let Some((v, id)) = most(|m| m.client_runqueue_ms_per_s) {
+        parts.push(format!("client run-queue wait up to {v:.0} ms/s ({id})"));
+    }
+    if let Some((v, id)) = most(|m| m.event_loop_lag_p99_ms) {
+        parts.push(format!("event-loop lag P99 up to {v:.1} ms ({id})"));
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 /// The view of one case, from its result JSON (benchplan's or a plain `vllm bench
@@ -332,6 +367,8 @@ pub fn case_view(
         axes: indexmap::IndexMap::new(),
         steady: None,
         oversaturated: None,
+        machine: None,
+        trace: None,
     };
     let Some(r) = result else { return v };
     v.conversations = conversations_view(r);
@@ -352,6 +389,8 @@ pub fn case_view(
     v.itl_p99 = f.latency(P99, Metric::Itl);
     v.e2el_p99 = f.latency(P99, Metric::E2el);
     v.steady = steady_view(&f);
+    v.machine = f.machine();
+    v.trace = f.trace();
     v.oversaturated = f.oversaturation().map(|(at, rate, stopped)| {
         format!(
             "OVERSATURATED: at {rate:.2} req/s, in flight and TTFT rose without bound from {at:.1} s{}",

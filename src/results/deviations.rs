@@ -118,6 +118,11 @@ pub const REQUEST_SHAPE: Deviation = Deviation {
     what: "requests were worded as the case's `request_shape` says (set in the plan or by bench flags, or found by `run` and `bench` when the server refused vLLM's wording: `benchplan.request_shape` says which): chat content as a string, another request-id header, no stream_options, or max_tokens for chat; vLLM sends content parts, `x-request-id: {prefix}{n}`, stream_options and max_completion_tokens",
 };
 
+pub const TRACE_PROMPTS: Deviation = Deviation {
+    id: "trace_prompts",
+    what: "a trace's hash ids become blocks of whole-word text tokens derived from the plan's seed, the id and the block's length with a stable hash (the same prompts on every run, shard and machine), sent as text to any backend, with the format's block size (mooncake 512, bailian 16, sessions 64) and time unit (ms, s, s) unless the plan sets them; vLLM's `timed_trace` draws token ids from Python's per-process salted `hash(\"id:size\")` (different prompts on every run), blocks of --timed-trace-chunk-hash-size (16) tokens, seconds times --timed-trace-sec-multiplier, and needs a completions backend",
+};
+
 pub const ALL: &[Deviation] = &[
     SSE_SPEC_PARSING,
     STREAM_ERROR_FAILS_REQUEST,
@@ -137,6 +142,7 @@ pub const ALL: &[Deviation] = &[
     POST_REDIRECTS,
     OUTPUT_CHECKS,
     REQUEST_SHAPE,
+    TRACE_PROMPTS,
 ];
 
 /// The deviations that applied to a run of `p`.
@@ -172,6 +178,7 @@ pub fn applying(p: &CaseParams, f: &Facts) -> Vec<Deviation> {
         (POST_REDIRECTS, true),
         (OUTPUT_CHECKS, streaming),
         (REQUEST_SHAPE, !p.request_shape.is_unset()),
+        (TRACE_PROMPTS, matches!(p.dataset, Dataset::Trace(_))),
     ];
     rules
         .into_iter()

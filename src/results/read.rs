@@ -152,6 +152,29 @@ pub struct ServerSeries {
     pub kv_cache_usage_pct: Vec<(f64, f64)>,
 }
 
+/// A case's measuring-machine figures as its result keeps them (see `load::machine`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct MachineFigures {
+    pub cpu_pressure_pct: Option<f64>,
+    pub client_runqueue_ms_per_s: Option<f64>,
+    pub steal_pct: Option<f64>,
+    pub event_loop_lag_p99_ms: Option<f64>,
+    pub missing: Vec<String>,
+}
+
+/// A trace case's reuse as its result keeps it (see `load::trace`); fractions.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct TraceFigures {
+    pub format: String,
+    pub rows: u64,
+    pub expected_reuse: f64,
+    pub expected_reuse_at_capacity: Option<f64>,
+    pub realised_reuse: Option<f64>,
+    pub realised_over_expected: Option<f64>,
+    pub ttft_ms_cache_hit: Option<f64>,
+    pub ttft_ms_cache_miss: Option<f64>,
+}
+
 /// A result file's JSON, read through typed accessors (borrowed: nothing is copied).
 #[derive(Debug, Clone, Copy)]
 pub struct CaseFile<'a>(&'a Map<String, Value>);
@@ -263,6 +286,45 @@ impl<'a> CaseFile<'a> {
         self.unsteady()
             .filter(|(state, _)| state == "too_few")
             .map(|(_, why)| why)
+    }
+
+    /// How busy the measuring machine was (`benchplan.machine`): CPU pressure %,
+    /// client run-queue ms/s, steal %, event-loop lag P99 ms, and what the kernel did
+    /// not report.
+    pub fn machine(&self) -> Option<MachineFigures> {
+        let m = self.in_block("machine")?.as_object()?;
+        let f = |k: &str| m.get(k).and_then(Value::as_f64);
+        Some(MachineFigures {
+            cpu_pressure_pct: f("cpu_pressure_pct"),
+            client_runqueue_ms_per_s: f("client_runqueue_ms_per_s"),
+            steal_pct: f("steal_pct"),
+            event_loop_lag_p99_ms: f("event_loop_lag_p99_ms"),
+            missing: m
+                .get("missing")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    }
+
+    /// A trace case's reuse (`benchplan.trace`): expected, at capacity, realised.
+    pub fn trace(&self) -> Option<TraceFigures> {
+        let t = self.in_block("trace")?.as_object()?;
+        let f = |k: &str| t.get(k).and_then(Value::as_f64);
+        Some(TraceFigures {
+            format: t.get("format")?.as_str()?.to_string(),
+            rows: t.get("rows")?.as_u64()?,
+            expected_reuse: f("expected_reuse")?,
+            expected_reuse_at_capacity: f("expected_reuse_at_capacity"),
+            realised_reuse: f("realised_reuse"),
+            realised_over_expected: f("realised_over_expected"),
+            ttft_ms_cache_hit: f("ttft_ms_cache_hit"),
+            ttft_ms_cache_miss: f("ttft_ms_cache_miss"),
+        })
     }
 
     /// An open loop that over-saturated (`benchplan.oversaturation`): from when
@@ -400,6 +462,14 @@ impl<'a> CaseFile<'a> {
             out.extend(b.iter().map(|(k, v)| (k.clone(), v)));
             if let Some(Value::Object(e)) = b.get("errors_by_kind") {
                 out.extend(e.iter().map(|(k, v)| (format!("errors_{k}"), v)));
+            }
+            // A trace case's reuse, one column each (`trace_expected_reuse`, …).
+            if let Some(Value::Object(t)) = b.get("trace") {
+                out.extend(
+                    t.iter()
+                        .filter(|(_, v)| v.is_number() || v.is_null())
+                        .map(|(k, v)| (format!("trace_{k}"), v)),
+                );
             }
         }
         out
@@ -697,6 +767,7 @@ impl Measured for CaseFile<'_> {
             "success_rate" => self.success_rate(),
             "goodput_ratio" => self.goodput_ratio(),
             "output_ratio" => self.output_ratio(),
+            "trace_realised_reuse" => self.trace()?.realised_reuse.map(|r| r * 100.0),
             k => self.number(k),
         }
     }

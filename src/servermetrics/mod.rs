@@ -76,6 +76,16 @@ pub struct ServerMetrics {
     pub series: IndexMap<&'static str, Vec<Option<f64>>>,
     /// An unknown server: every counter's delta and every gauge's mean and max.
     pub raw: Option<(IndexMap<String, f64>, IndexMap<String, GaugeStats>)>,
+    /// The KV cache's capacity in tokens: vLLM's `cache_config_info` labels
+    /// `num_gpu_blocks` × `block_size`, when the page has them.
+    pub kv_capacity_tokens: Option<u64>,
+}
+
+/// `vllm:cache_config_info{block_size="16",num_gpu_blocks="1024",…} 1` → 16384.
+pub fn kv_capacity_tokens(page: &[Series]) -> Option<u64> {
+    let s = page.iter().find(|s| s.name == "vllm:cache_config_info")?;
+    let n = |k: &str| s.label(k)?.parse::<u64>().ok();
+    Some(n("num_gpu_blocks")? * n("block_size")?)
 }
 
 fn delta(before: f64, after: f64, reset: &mut bool) -> f64 {
@@ -184,6 +194,9 @@ impl ServerMetrics {
             t: ticks.iter().map(|t| t.t).collect(),
             series,
             raw,
+            kv_capacity_tokens: after_page
+                .or(before.as_deref())
+                .and_then(kv_capacity_tokens),
         }
     }
 
@@ -247,6 +260,7 @@ impl ServerMetrics {
             "prefix_cache_hit_rate_pct".into(),
             json!(self.prefix_cache_hit_rate_pct()),
         );
+        o.insert("kv_capacity_tokens".into(), json!(self.kv_capacity_tokens));
         let g: Map<String, Value> = self
             .gauges
             .iter()

@@ -136,7 +136,7 @@ impl Stats {
         }
     }
 
-    pub fn render(&self, model: &str) -> String {
+    pub fn render(&self, model: &str, config: &super::config::SimConfig) -> String {
         let l = format!("model_name=\"{model}\"");
         let mut out = String::with_capacity(4096);
         let gauge = |out: &mut String, name: &str, help: &str, v: String| {
@@ -151,6 +151,18 @@ impl Stats {
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{{l}}} {v}"
             );
         };
+        // The KV cache's size, as vLLM publishes it: an info gauge whose labels say it.
+        let _ = writeln!(
+            out,
+            "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size=\"{}\",enable_prefix_caching=\"{}\",num_gpu_blocks=\"{}\"}} 1.0",
+            config.block_size,
+            if config.enable_prefix_caching {
+                "True"
+            } else {
+                "False"
+            },
+            config.kv_cache_blocks
+        );
         gauge(
             &mut out,
             "vllm:num_requests_running",

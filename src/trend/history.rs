@@ -256,6 +256,21 @@ pub fn append(path: &Path, entries: &[Entry]) -> Result<(), String> {
         .map_err(|e| format!("cannot append to {}: {e}", path.display()))
 }
 
+/// Each case's past values of each of its metrics, oldest first, by (case, metric): the
+/// spread between runs the baseline gate judges a difference against. Empty when the
+/// history cannot be read (it is the history's own verdict that reports that).
+pub fn past_values(path: &Path) -> std::collections::HashMap<(String, String), Vec<f64>> {
+    let mut out: std::collections::HashMap<(String, String), Vec<f64>> = Default::default();
+    for e in read_healing(path).map(|r| r.0).unwrap_or_default() {
+        for (m, p) in &e.metrics {
+            out.entry((e.case.clone(), m.clone()))
+                .or_default()
+                .push(p.value);
+        }
+    }
+    out
+}
+
 /// Every entry of a history file, oldest first (by `when`, then file order). A line
 /// that does not parse (the torn last line of a killed append, a hand edit) is skipped
 /// with a warning on stderr naming `file:line`, so one bad night does not break every

@@ -31,6 +31,7 @@ mod sim;
 mod sim_timing;
 mod support;
 mod tokenizers;
+mod traces;
 mod trend;
 mod trust;
 mod vllm_cli;

@@ -538,6 +538,7 @@ fn the_step_summary_of_a_500_case_plan_stays_under_githubs_limit() {
                 threshold_pct: 5.0,
                 better: "lower".into(),
                 p_value: Some(1e-9),
+                p_between: None,
                 regression: true,
                 inconclusive: None,
             });
@@ -574,6 +575,7 @@ fn the_step_summary_of_a_500_case_plan_stays_under_githubs_limit() {
         trend: None,
         charts: Vec::new(),
         folder: Some("bench_results/batch/batch_x".into()),
+        machine_line: None,
         cases,
     };
     let step =

@@ -87,7 +87,9 @@ fn step_summary(out: &Path) -> String {
 
 #[test]
 fn a_slower_server_from_run_20_is_one_change_point_at_run_20_and_exits_4() {
-    let _cpu = crate::support::heavy();
+    // Alone: a neighbour's load on the nights before the change widens the spread the
+    // change is judged against, and delays its confirmation past run 22.
+    let _cpu = crate::support::alone();
     let dir = tempdir("trend-step");
     let (history, codes) = nightly(&dir, 30, 20, "60ms");
     // The gate: quiet before the change, the change confirmed by run 22 at the latest
@@ -208,6 +210,24 @@ fn thirty_runs_of_an_unchanged_server_exit_0_every_night() {
     assert_eq!(t["runs"], 30);
     let summary = step_summary(&dir.join("out"));
     assert!(summary.starts_with("## Trend\n\n**OK**"), "{summary}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The same 30 nights with a CPU hog on every core beside them from the first: the
+/// service the machine plays is slower all along, which is no change, and no night
+/// exits 4.
+#[test]
+fn thirty_runs_beside_a_cpu_hog_exit_0_every_night() {
+    let _cpu = crate::support::alone();
+    let dir = tempdir("trend-hog");
+    let busy = crate::support::hog();
+    let (_, codes) = nightly(&dir, 30, usize::MAX, "50ms");
+    drop(busy);
+    assert_eq!(
+        codes,
+        vec![Some(0); 30],
+        "no run of an unchanged server beside a hog exits 4"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -217,39 +217,6 @@ charts = false
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// A CPU hog, two spinning threads a core, until dropped: a neighbour that makes the
-/// machine busy.
-struct Hog(
-    std::sync::Arc<std::sync::atomic::AtomicBool>,
-    Vec<std::thread::JoinHandle<()>>,
-);
-
-fn hog() -> Hog {
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let threads = (0..2 * cores)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut x = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-                }
-            })
-        })
-        .collect();
-    Hog(stop, threads)
-}
-
-impl Drop for Hog {
-    fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-        for t in self.1.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
 /// A slower service measured beside a CPU hog on every core is "inconclusive" against a
 /// quiet baseline (the machine's figures say why), not a regression; the same slowdown
 /// on a quiet machine is a regression.
@@ -285,7 +252,7 @@ measure = "whole"
     let slower = "services.sim.sim.ttft=60ms";
     let args = ["--set", &threshold, "--set", &baseline, "--set", slower];
     // Busy and 20% slower: inconclusive, exit 0, the figures in the result.
-    let busy = hog();
+    let busy = crate::support::hog();
     let run = run_plan(&dir, "busy", plan, &args, 0);
     drop(busy);
     let md = std::fs::read_to_string(run.join("report.md")).unwrap();
@@ -334,12 +301,13 @@ fn twice_the_capacity_is_oversaturated_and_stop_on_ends_it_early() {
     let _cpu = crate::support::heavy();
     let dir = tempdir("window-oversat");
     // 146 requests a second for 600 requests: 4.1 s of schedule, a queue growing by 73 a
-    // second. Exit 3: an over-saturated case fails its SLOs.
+    // second. Exit 3: an over-saturated case fails its SLOs. The sweep's next rate is
+    // not run: it would over-saturate too.
     let run = run_plan(
         &dir,
         "r",
         &capacity_plan(
-            "request_rate = [146.0]",
+            "request_rate = [146.0, 292.0]",
             600,
             r#"stop_on = ["oversaturation"]"#,
         ),
@@ -361,8 +329,15 @@ fn twice_the_capacity_is_oversaturated_and_stop_on_ends_it_early() {
         manifest["cases"][0]["status"], "oversaturated",
         "{manifest:#}"
     );
+    assert_eq!(manifest["cases"][1]["status"], "skipped", "{manifest:#}");
     let md = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(md.contains("OVERSATURATED: at 146.00 req/s"), "{md}");
+    assert!(
+        md.contains(
+            "skipped: the same sweep over-saturated at 146 req/s, below this case's 292 req/s"
+        ),
+        "{md}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

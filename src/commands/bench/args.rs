@@ -170,10 +170,10 @@ pub struct BenchArgs {
     #[arg(long, num_args = 1..)]
     pub metadata: Vec<String>,
 
-    /// The workload: random, random-mm, random-rerank, prefix_repetition, sharegpt, custom, burstgpt (also the embeddings batch form of random), random-audio and custom_audio (openai-audio).
+    /// The workload: random, random-mm, random-rerank, prefix_repetition, sharegpt, custom, burstgpt (also the embeddings batch form of random), random-audio and custom_audio (openai-audio), and timed_trace (a JSONL trace with hash ids: see "Replaying production traces").
     #[arg(long, default_value = "random")]
     pub dataset_name: String,
-    /// The dataset file (sharegpt, custom, burstgpt), or custom_audio's JSONL file or folder of .wav clips.
+    /// The dataset file (sharegpt, custom, burstgpt, timed_trace), or custom_audio's JSONL file or folder of .wav clips.
     #[arg(long)]
     pub dataset_path: Option<PathBuf>,
     /// Alias of --random-input-len.
@@ -254,6 +254,30 @@ pub struct BenchArgs {
     /// prefix_repetition: output tokens a request.
     #[arg(long, default_value_t = 128)]
     pub prefix_repetition_output_len: u64,
+    /// timed_trace: tokens per hash id (vLLM's default 16; Mooncake's traces use 512).
+    #[arg(long, default_value_t = 16)]
+    pub timed_trace_chunk_hash_size: u64,
+    /// timed_trace: trace times times this are seconds (Mooncake's milliseconds: 0.001).
+    #[arg(long, default_value_t = 1.0)]
+    pub timed_trace_sec_multiplier: f64,
+    /// timed_trace: the key of the send time.
+    #[arg(long, default_value = "timestamp")]
+    pub timed_trace_label_timestamp: String,
+    /// timed_trace: the key of the prompt's tokens.
+    #[arg(long, default_value = "input_length")]
+    pub timed_trace_label_input_length: String,
+    /// timed_trace: the key of the answer's tokens.
+    #[arg(long, default_value = "output_length")]
+    pub timed_trace_label_output_length: String,
+    /// timed_trace: the key of the block ids.
+    #[arg(long, default_value = "hash_ids")]
+    pub timed_trace_label_hash_ids: String,
+    /// Send each request at its trace time (timed_trace's default).
+    #[arg(long, overrides_with = "no_self_timed")]
+    pub self_timed: bool,
+    /// Send a trace's rows at --request-rate in trace order instead of at their times.
+    #[arg(long)]
+    pub no_self_timed: bool,
 
     /// Multi-turn chat: --num-prompts counts conversations, each resending its history.
     #[arg(long)]
@@ -578,6 +602,21 @@ impl BenchArgs {
                 json!({"name": "random-audio", "duration": format!("{}s", self.random_audio_duration),
                 "duration_range_ratio": self.random_audio_duration_range_ratio, "sample_rate": self.random_audio_sample_rate,
                 "output_len": output.unwrap_or(self.random_output_len), "range_ratio": self.random_range_ratio})
+            }
+            // vLLM's trace replay, with its defaults: 16-token blocks, times in seconds
+            // times the multiplier, each row at its time unless --no-self-timed.
+            "timed_trace" => {
+                eprintln!(
+                    "note: timed_trace's prompts differ from vLLM's on purpose: {}",
+                    crate::results::deviations::TRACE_PROMPTS.what
+                );
+                json!({"name": "trace", "path": self.dataset_path, "format": "mooncake",
+                "block_size": self.timed_trace_chunk_hash_size, "time_unit": "s",
+                "time_scale": self.timed_trace_sec_multiplier, "timestamps": !self.no_self_timed,
+                "fields": {"timestamp": self.timed_trace_label_timestamp,
+                    "input_length": self.timed_trace_label_input_length,
+                    "output_length": self.timed_trace_label_output_length,
+                    "hash_ids": self.timed_trace_label_hash_ids}})
             }
             "prefix_repetition" => {
                 json!({"name": "prefix_repetition", "prefix_len": self.prefix_repetition_prefix_len,

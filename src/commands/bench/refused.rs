@@ -24,14 +24,6 @@ pub const REFUSED: &[(&str, &str)] = &[
         "benchplan does not drive the server's profiler; POST /start_profile and /stop_profile around the run yourself (the server needs --profiler-config)",
     ),
     (
-        "self-timed",
-        "the timed_trace dataset is not built in; replay a trace with --dataset-name custom (lines with `timestamp`) and a plan's replay_timestamps = true, or --dataset-name burstgpt",
-    ),
-    (
-        "no-self-timed",
-        "the timed_trace dataset is not built in, so there is no trace timing to turn off",
-    ),
-    (
         "chat-template-kwargs",
         "benchplan renders no chat template client-side for these datasets; have the server apply them: --extra-body '{\"chat_template_kwargs\": {...}}'",
     ),
@@ -104,30 +96,6 @@ pub const REFUSED: &[(&str, &str)] = &[
     (
         "hf-output-len",
         "benchplan reads no Hugging Face datasets; use --dataset-name custom --dataset-path FILE --custom-output-len N",
-    ),
-    (
-        "timed-trace-chunk-hash-size",
-        "the timed_trace dataset is not built in; replay a trace with --dataset-name custom (lines with `timestamp`) or burstgpt",
-    ),
-    (
-        "timed-trace-sec-multiplier",
-        "the timed_trace dataset is not built in; a plan's custom or burstgpt dataset takes time_scale for the same purpose",
-    ),
-    (
-        "timed-trace-label-timestamp",
-        "the timed_trace dataset is not built in; a custom dataset's lines carry `timestamp`",
-    ),
-    (
-        "timed-trace-label-input-length",
-        "the timed_trace dataset is not built in; use --dataset-name custom or burstgpt",
-    ),
-    (
-        "timed-trace-label-output-length",
-        "the timed_trace dataset is not built in; a custom dataset's lines carry `output_tokens` (with --custom-output-len -1)",
-    ),
-    (
-        "timed-trace-label-hash-ids",
-        "the timed_trace dataset is not built in; prefix sharing is modelled by --dataset-name prefix_repetition",
     ),
     (
         "no-reranker",

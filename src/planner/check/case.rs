@@ -211,6 +211,8 @@ fn check_files(case: &Case, source: &PlanSource, out: &mut Vec<Diagnostic>) {
                 )
                 .with_help("paths are relative to the plan's folder"),
             );
+        } else if let Dataset::Trace(d) = ds {
+            check_trace(d, source, &at("dataset"), out);
         }
     } else if ds.requires_path() {
         out.push(
@@ -225,6 +227,49 @@ fn check_files(case: &Case, source: &PlanSource, out: &mut Vec<Diagnostic>) {
         );
     }
     check_lengths(ds, &|| at("dataset"), out);
+}
+
+/// A trace is read at validation: a row whose ids do not cover its length is refused
+/// with its line, before any traffic; what the format filled is said once.
+fn check_trace(
+    d: &crate::plan::trace::TraceDataset,
+    source: &PlanSource,
+    at: &str,
+    out: &mut Vec<Diagnostic>,
+) {
+    let push_once = |out: &mut Vec<Diagnostic>, d: Diagnostic| {
+        if !out
+            .iter()
+            .any(|x| x.message == d.message && x.severity == d.severity)
+        {
+            out.push(d);
+        }
+    };
+    if let Err(e) = crate::dataset::trace::read(d, &source.dir) {
+        push_once(out, Diagnostic::error(join_key(at, "path"), e));
+        return;
+    }
+    let filled = d.filled();
+    if !filled.is_empty() {
+        push_once(
+            out,
+            Diagnostic::warning(
+                join_key(at, "format"),
+                format!(
+                    "trace format `{}` filled {}",
+                    d.format.as_str(),
+                    filled.join(" and ")
+                ),
+            )
+            .with_help("set block_size and time_unit in the dataset to say them yourself"),
+        );
+    }
+    if d.time_scale <= 0.0 || !d.time_scale.is_finite() {
+        out.push(Diagnostic::error(
+            join_key(at, "time_scale"),
+            format!("`time_scale` must be above 0, not {}", d.time_scale),
+        ));
+    }
 }
 
 /// The load shape: concurrency, rate, burstiness, prompts, percentiles, ramp-up.

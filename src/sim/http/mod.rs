@@ -45,7 +45,9 @@ pub async fn handle(
         }
         (&Method::GET, "/metrics") => Response::builder()
             .header("content-type", "text/plain; version=0.0.4")
-            .body(SimBody::full(state.stats.render(&state.config.model)))
+            .body(SimBody::full(
+                state.stats.render(&state.config.model, &state.config),
+            ))
             .expect("valid response"),
         (&Method::GET, "/sim/timings") => match &state.timings {
             Some(t) => json_response(StatusCode::OK, &t.to_json()),

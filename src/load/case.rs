@@ -130,6 +130,10 @@ pub async fn execute(
             run.server_metrics
                 .as_ref()
                 .and_then(|m| m.kv_capacity_tokens),
+            crate::dataset::trace::digest(inputs.iter().filter_map(|i| match &i.prompt {
+                Prompt::Text(t) => Some(t.as_str()),
+                _ => None,
+            })),
         )?),
         _ => None,
     };
@@ -211,6 +215,13 @@ async fn run_talks(
     talk: Talk<'_>,
     opts: &RunOptions,
 ) -> Result<CaseResult, CaseError> {
+    // Every turn's prompt, in turn order (a trace's prompt digest).
+    let digest = crate::dataset::trace::digest(
+        convs
+            .list
+            .iter()
+            .flat_map(|c| c.turns.iter().map(|t| t.user.as_str())),
+    );
     let inputs = Arc::new(
         convs
             .list
@@ -255,6 +266,7 @@ async fn run_talks(
             run.server_metrics
                 .as_ref()
                 .and_then(|m| m.kv_capacity_tokens),
+            digest,
         )?),
         None => None,
     };

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::dataset::trace::{Row, Trace, expected_reuse, read, window};
+use crate::dataset::trace::{Row, Trace, expected_per_row, expected_reuse, read, window};
 use crate::metrics::record::RequestRecord;
 use crate::plan::trace::TraceDataset;
 
@@ -37,9 +37,42 @@ pub struct TraceReuse {
     pub ttft_ms_cache_hit: Option<f64>,
     pub ttft_ms_cache_miss: Option<f64>,
     pub requests_with_hits: u64,
+    /// FNV-1a of every prompt sent, in order: the same digest means the same prompts
+    /// (two runs, two shards, two machines).
+    pub prompt_digest: String,
     /// Sessions: each one's expected and realised reuse (the first 50 by name).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sessions: Vec<SessionReuse>,
+    /// Sessions: by turn (the row's place in its session, from 1), over every session.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<TurnReuse>,
+    /// Every request: its row, what the trace expected it to reuse and what the server
+    /// said it did.
+    pub requests: Vec<RequestReuse>,
+}
+
+/// One turn index's reuse over every session.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TurnReuse {
+    pub turn: usize,
+    pub requests: usize,
+    pub expected_reuse: f64,
+    pub realised_reuse: Option<f64>,
+}
+
+/// One request's reuse.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RequestReuse {
+    /// Its row's line in the trace.
+    pub line: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    pub prompt_tokens: u64,
+    /// Its leading tokens in blocks sent before it (unbounded cache).
+    pub expected_reused_tokens: u64,
+    /// What the server reported cached (None: it failed, or the server does not say).
+    pub cached_tokens: Option<u64>,
+    pub ttft_ms: Option<f64>,
 }
 
 /// One session's reuse.
@@ -59,10 +92,14 @@ pub fn reuse(
     n: usize,
     records: &[RequestRecord],
     capacity_tokens: Option<u64>,
+    prompt_digest: String,
 ) -> Result<TraceReuse, String> {
     let trace = read(d, dir)?;
     let rows = window(&trace, d, n);
-    Ok(of_rows(&trace, &rows, records, capacity_tokens))
+    Ok(TraceReuse {
+        prompt_digest,
+        ..of_rows(&trace, &rows, records, capacity_tokens)
+    })
 }
 
 fn of_rows(
@@ -128,7 +165,10 @@ fn of_rows(
         ttft_ms_cache_hit: ttft_hit,
         ttft_ms_cache_miss: ttft_miss,
         requests_with_hits: ok.iter().filter(|r| hit(r)).count() as u64,
+        prompt_digest: String::new(),
         sessions,
+        turns: turns(rows, trace.block, &ok),
+        requests: per_request(rows, trace.block, records),
     }
 }
 
@@ -148,4 +188,70 @@ fn realised_of(ok: &[&RequestRecord]) -> Option<f64> {
         .map(|r| r.sample.usage_prompt.unwrap_or(r.prompt_len))
         .sum();
     (prompt > 0).then(|| cached as f64 / prompt as f64)
+}
+
+/// Every request's reuse, in row order (`records` by index into `rows`).
+fn per_request(rows: &[&Row], block: u64, records: &[RequestRecord]) -> Vec<RequestReuse> {
+    let expected = expected_per_row(rows, block, None);
+    rows.iter()
+        .zip(&expected)
+        .enumerate()
+        .map(|(i, (r, e))| {
+            let rec = records.iter().find(|x| x.index == i);
+            let ok = rec.filter(|x| x.sample.success);
+            RequestReuse {
+                line: r.line,
+                session: r.session.clone(),
+                prompt_tokens: r.input,
+                expected_reused_tokens: e.reused,
+                cached_tokens: ok.and_then(|x| x.sample.cached_tokens),
+                ttft_ms: ok.map(|x| x.sample.ttft * 1e3),
+            }
+        })
+        .collect()
+}
+
+/// Sessions by turn index: each row's place in its session (from 1).
+fn turns(rows: &[&Row], block: u64, ok: &[&RequestRecord]) -> Vec<TurnReuse> {
+    if rows.iter().all(|r| r.session.is_none()) {
+        return Vec::new();
+    }
+    let expected = expected_per_row(rows, block, None);
+    let mut seen: std::collections::HashMap<&str, usize> = Default::default();
+    let mut by_turn: Vec<Vec<usize>> = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let Some(s) = r.session.as_deref() else {
+            continue;
+        };
+        let k = seen.entry(s).or_insert(0);
+        if by_turn.len() <= *k {
+            by_turn.push(Vec::new());
+        }
+        by_turn[*k].push(i);
+        *k += 1;
+    }
+    by_turn
+        .iter()
+        .enumerate()
+        .map(|(k, idx)| {
+            let (tokens, reused) = idx.iter().fold((0, 0), |(t, u), i| {
+                (t + expected[*i].tokens, u + expected[*i].reused)
+            });
+            let recs: Vec<&RequestRecord> = ok
+                .iter()
+                .copied()
+                .filter(|r| idx.contains(&r.index))
+                .collect();
+            TurnReuse {
+                turn: k + 1,
+                requests: idx.len(),
+                expected_reuse: if tokens == 0 {
+                    0.0
+                } else {
+                    reused as f64 / tokens as f64
+                },
+                realised_reuse: realised_of(&recs),
+            }
+        })
+        .collect()
 }

@@ -184,7 +184,16 @@ save_detailed = true
             "turn {next}: {gap} s after the previous answer, think {think}"
         );
     }
-    assert_eq!(r["benchplan"]["trace"]["format"], "sessions");
+    let t = &r["benchplan"]["trace"];
+    assert_eq!(t["format"], "sessions");
+    // By turn: two sessions have a first and a second turn, one a third.
+    let turns: Vec<u64> = t["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["requests"].as_u64().unwrap())
+        .collect();
+    assert_eq!(turns, [2, 2, 1], "{t:#}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -300,5 +309,58 @@ fn bench_takes_vllms_timed_trace_flags_and_says_where_its_prompts_differ() {
     assert_eq!(r["completed"], 8);
     assert_eq!(r["benchplan"]["trace"]["rows"], 8);
     assert_eq!(r["benchplan"]["trace"]["block_size"], 512);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Two shards of one run (each its own process, its own simulator) send the same
+/// prompts for the same rows: their results carry the same prompt digest, and the
+/// per-request and per-session reuse.
+#[test]
+fn two_shards_of_one_run_send_byte_identical_prompts() {
+    let dir = tempdir("trace-shards");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            r#"
+name = "shards"
+[services.sim]
+sim = {{ preset = "tiny", enable_prefix_caching = true }}
+[defaults]
+backend = "openai"
+dataset = {{ name = "trace", path = "{}", format = "bailian" }}
+[execution]
+repeats = 2
+"#,
+            fixture("bailian-small.jsonl").display()
+        ),
+    )
+    .unwrap();
+    let mut digests = Vec::new();
+    for shard in ["0/2", "1/2"] {
+        let out_dir = dir.join(shard.replace('/', "-of-"));
+        let out = benchplan(&[
+            "run",
+            plan.to_str().unwrap(),
+            "--quiet",
+            "--no-charts",
+            "--shard",
+            shard,
+            "--shard-by",
+            "repeat",
+            "--results-dir",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let run = batch_dir(&out_dir);
+        for r in results(&run) {
+            let t = &r["benchplan"]["trace"];
+            assert_eq!(t["requests"].as_array().unwrap().len(), 6, "{t:#}");
+            digests.push(t["prompt_digest"].as_str().unwrap().to_string());
+        }
+    }
+    // Each shard's repeat file and its case file: all one digest.
+    assert!(digests.len() >= 2, "{digests:?}");
+    assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
     std::fs::remove_dir_all(&dir).ok();
 }

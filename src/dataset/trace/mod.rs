@@ -22,9 +22,9 @@ mod reuse;
 mod row;
 
 pub use formats::datetime_seconds;
-pub use prompts::{build, prompt, sessions};
+pub use prompts::{build, digest, prompt, sessions};
 pub use read::{parse, read, window};
-pub use reuse::{Percentiles, Reuse, Stats, detect, expected_reuse, stats};
+pub use reuse::{Percentiles, Reuse, Stats, detect, expected_per_row, expected_reuse, stats};
 pub use row::{Row, Trace};
 
 #[cfg(test)]
@@ -159,6 +159,33 @@ mod tests {
             assert!((3.0..6.0).contains(&rel), "line {l} at {rel}");
         }
         assert!(!lines(&secs, 100).is_empty());
+    }
+
+    #[test]
+    fn rows_go_at_their_scaled_trace_times_or_in_order_at_the_cases_pace() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let d = TraceDataset {
+            path: Some("tests/fixtures/traces/mooncake-conversation-4181-4220.jsonl".into()),
+            time_scale: 0.5,
+            ..TraceDataset::default()
+        };
+        let inputs = build(&d, 40, 0, &TokenModel::Builtin, dir).unwrap();
+        let t = read(&d, dir).unwrap();
+        let t0 = t.rows[0].t.unwrap();
+        for (i, r) in inputs.iter().zip(&t.rows) {
+            assert_eq!(i.arrival, Some((r.t.unwrap() - t0) * 0.5));
+            assert_eq!((i.prompt_len, i.output_len), (r.input, r.output.max(1)));
+        }
+        // Without timestamps: no arrival of their own, the rows in trace order.
+        let order = TraceDataset {
+            timestamps: false,
+            ..d
+        };
+        let again = build(&order, 40, 0, &TokenModel::Builtin, dir).unwrap();
+        assert!(again.iter().all(|i| i.arrival.is_none()));
+        let lens: Vec<u64> = again.iter().map(|i| i.prompt_len).collect();
+        let rows: Vec<u64> = t.rows.iter().map(|r| r.input).collect();
+        assert_eq!(lens, rows);
     }
 
     #[test]

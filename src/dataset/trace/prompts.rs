@@ -146,3 +146,14 @@ pub fn sessions(
         starts: Some(starts),
     })
 }
+
+/// The digest of the prompts a replay sent, in order (FNV-1a, hex): the same digest
+/// means the same prompts, from any run, shard or machine.
+pub fn digest<'a>(prompts: impl Iterator<Item = &'a str>) -> String {
+    let mut w = crate::hash::FnvWriter::default();
+    for p in prompts {
+        w.update(p.as_bytes());
+        w.update(&[0]);
+    }
+    format!("{:016x}", w.0)
+}

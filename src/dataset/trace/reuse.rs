@@ -30,12 +30,23 @@ impl Reuse {
 
 /// See [`Reuse`]: `capacity` in blocks of the trace's size (None: unbounded).
 pub fn expected_reuse(rows: &[&Row], block: u64, capacity: Option<u64>) -> Reuse {
+    expected_per_row(rows, block, capacity)
+        .into_iter()
+        .fold(Reuse::default(), |a, r| Reuse {
+            tokens: a.tokens + r.tokens,
+            reused: a.reused + r.reused,
+        })
+}
+
+/// [`expected_reuse`] row by row, in order.
+pub fn expected_per_row(rows: &[&Row], block: u64, capacity: Option<u64>) -> Vec<Reuse> {
     // A block is its id and its length (a partial last block is its own block).
     let mut last_use: HashMap<(u64, u64), u64> = HashMap::new();
     let mut lru: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
     let mut tick = 0u64;
-    let mut out = Reuse::default();
+    let mut all = Vec::with_capacity(rows.len());
     for r in rows {
+        let mut out = Reuse::default();
         let mut prefix = true;
         for (k, id) in r.ids.iter().enumerate() {
             let len = r.block_len(k, block);
@@ -60,8 +71,9 @@ pub fn expected_reuse(rows: &[&Row], block: u64, capacity: Option<u64>) -> Reuse
                 }
             }
         }
+        all.push(out);
     }
-    out
+    all
 }
 
 /// What a trace is, in numbers (`benchplan trace stats`).

@@ -452,6 +452,23 @@ fn validate(p: &Planned) -> Exit {
         services,
         plural(services)
     );
+    // Each SLO written in another form than the one it was read as: say how it was
+    // read, so `"<= 800 ms"` shows as `<= 800ms`.
+    if let Some(crate::plan::SloSpec::Table(t)) = &p.plan.slo {
+        for (slo, path) in &p.slos {
+            let Some(written) = path.strip_prefix("slo.").and_then(|k| t.get(k)) else {
+                continue;
+            };
+            let written = match written {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let read = format!("{} {}{}", slo.op.symbol(), slo.threshold, slo.unit());
+            if written.trim() != read {
+                println!("  {path}: \"{}\" read as {read}", written.trim());
+            }
+        }
+    }
     Exit::Ok
 }
 

@@ -48,8 +48,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "h" => 3600.0,
         "" => return Err(format!("`{text}` has no unit; write 500ms, 1.5s or 250us")),
         other => {
+            let hint = unit_alias(other).map_or(String::new(), |u| {
+                format!("; did you mean `{}{u}`?", num.trim())
+            });
             return Err(format!(
-                "unknown duration unit `{other}` in `{text}`; use us, ms, s, m or h"
+                "unknown duration unit `{other}` in `{text}`{hint} (units: ns, us, ms, s, m, h, as in 250us, 500ms, 1.5s, 2m)"
             ));
         }
     };
@@ -60,6 +63,35 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     // a panic (found by the `slo` fuzz target: `p1_itl=333…350h`).
     Duration::try_from_secs_f64(value * scale)
         .map_err(|_| format!("`{text}` is too long a duration"))
+}
+
+/// The unit a common spelling means (`msec`, `seconds`, `mins`, …), or the nearest
+/// one by spelling.
+fn unit_alias(unit: &str) -> Option<&'static str> {
+    let u = unit.trim().to_ascii_lowercase();
+    let named = match u.trim_end_matches('s') {
+        "msec" | "millisecond" | "milli" | "millis" => Some("ms"),
+        "sec" | "second" | "" => Some("s"),
+        "usec" | "microsecond" | "micro" | "μ" => Some("us"),
+        "nsec" | "nanosecond" => Some("ns"),
+        "minute" | "mn" | "min" => Some("m"),
+        "hour" | "hr" => Some("h"),
+        _ => None,
+    };
+    named.or_else(|| {
+        // The nearest unit by edit distance, when it is near (of two as near, the one
+        // of the same length: `mz` meant `ms`).
+        const UNITS: [&str; 6] = ["ns", "us", "ms", "s", "m", "h"];
+        UNITS
+            .iter()
+            .map(|k| {
+                let d = crate::diag::edit_distance(&u, k);
+                (d, k.len().abs_diff(u.len()), *k)
+            })
+            .min()
+            .filter(|(d, _, _)| *d <= 1)
+            .map(|(_, _, k)| k)
+    })
 }
 
 impl fmt::Display for Dur {
@@ -333,6 +365,27 @@ impl JsonSchema for Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelled_unit_gets_the_form_it_meant() {
+        for (written, meant) in [
+            ("800 msec", "did you mean `800ms`?"),
+            ("1.5 sec", "did you mean `1.5s`?"),
+            ("2 mins", "did you mean `2m`?"),
+            ("3 hours", "did you mean `3h`?"),
+            ("250 usecs", "did you mean `250us`?"),
+            ("5mz", "did you mean `5ms`?"),
+        ] {
+            let e = parse_duration(written).unwrap_err();
+            assert!(e.contains(meant), "{written}: {e}");
+        }
+        // Nothing near: the units, without a guess.
+        let e = parse_duration("4 fortnights").unwrap_err();
+        assert!(
+            !e.contains("did you mean") && e.contains("units: ns, us, ms, s, m, h"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn durations_parse_with_units() {

@@ -15,8 +15,12 @@ pub fn parse_slos(
     out: &mut Vec<Diagnostic>,
 ) -> Vec<(Slo, String)> {
     let mut slos = Vec::new();
-    let mut push = |r: Result<Slo, String>, path: String| match r {
+    // The list of SLO keys helps with a key it does not know, not with a value.
+    let mut push = |r: Result<Slo, String>, path: String, key: Option<&str>| match r {
         Ok(s) => slos.push((s, path)),
+        Err(e) if key.is_some_and(|k| SloMetric::parse(k).is_ok()) => {
+            out.push(Diagnostic::error(path, e))
+        }
         Err(e) => out.push(Diagnostic::error(path, e).with_help(slo_keys_help())),
     };
     match spec {
@@ -29,6 +33,7 @@ pub fn parse_slos(
                         push(
                             Err("`measure` is set once for every SLO, in the plan's [slo] (measure = \"steady\" or \"whole\")".into()),
                             join_key(base, k),
+                            Some(k),
                         );
                     }
                     continue;
@@ -47,12 +52,12 @@ pub fn parse_slos(
                     }),
                     _ => Slo::from_entry(k, v),
                 };
-                push(slo, join_key(base, k));
+                push(slo, join_key(base, k), Some(k.as_str()));
             }
         }
         Some(SloSpec::List(l)) => {
             for (i, s) in l.iter().enumerate() {
-                push(Slo::from_seed(s), join_index(base, i));
+                push(Slo::from_seed(s), join_index(base, i), None);
             }
         }
     }

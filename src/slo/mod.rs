@@ -197,7 +197,7 @@ impl SloMetric {
                 )),
                 None => parse_duration(text)
                     .map(|d| (d.as_secs_f64() * 1e12).round() / 1e9)
-                    .map_err(|_| format!("`{text}` is not a latency; write 500ms or 1.5s")),
+                    .map_err(|e| format!("`{}` is not a latency: {e}", text.trim())),
             },
             SloMetric::Scalar(d) => match (d.unit, bare_number) {
                 (_, Some(x)) => Ok(x),
@@ -211,7 +211,7 @@ impl SloMetric {
                 (Unit::Ratio, None) => parse_percent(text),
                 (Unit::Ms, None) => parse_duration(text)
                     .map(|d| (d.as_secs_f64() * 1e12).round() / 1e9)
-                    .map_err(|_| format!("`{text}` is not a duration; write 500ms or 1.5s")),
+                    .map_err(|e| format!("`{}` is not a duration: {e}", text.trim())),
                 (Unit::RequestsPerSecond | Unit::TokensPerSecond, None) => {
                     let t = text.trim();
                     t.strip_suffix(d.unit.suffix().trim())

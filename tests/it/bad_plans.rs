@@ -497,3 +497,39 @@ fn one_seed_across_cases_on_a_caching_server_is_a_warning() {
         p.warnings
     );
 }
+
+/// A latency in another spelling gets the unit it meant, not the list of SLO keys; a
+/// latency in an accepted but different form is echoed as it was read.
+#[test]
+fn an_slo_unit_misspelled_gets_the_unit_it_meant_and_an_accepted_one_is_echoed() {
+    let dir = crate::support::tempdir("slo-units");
+    let plan = dir.join("p.toml");
+    std::fs::write(&plan, "[slo]\np99_ttft = \"<= 800 msec\"\n").unwrap();
+    let out = crate::support::benchplan(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = crate::support::stderr(&out);
+    assert!(
+        err.contains("unknown duration unit `msec` in `800 msec`; did you mean `800ms`?"),
+        "{err}"
+    );
+    assert!(!err.contains("SLO keys are"), "{err}");
+    std::fs::write(&plan, "[slo]\np99_ttft = \"<= 800 ms\"\nmean_tpot = 50\n").unwrap();
+    let out = crate::support::benchplan(&["validate", plan.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    let said = crate::support::stdout(&out);
+    assert!(
+        said.contains("slo.p99_ttft: \"<= 800 ms\" read as <= 800ms")
+            && said.contains("slo.mean_tpot: \"50\" read as <= 50ms"),
+        "{said}"
+    );
+    // A key it does not know still gets the list.
+    std::fs::write(&plan, "[slo]\np99_tfft = \"<= 800ms\"\n").unwrap();
+    let out = crate::support::benchplan(&["validate", plan.to_str().unwrap()]);
+    assert!(crate::support::stderr(&out).contains("SLO keys are"));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -629,3 +629,43 @@ fn bench_errors_name_the_flags_a_user_typed_not_plan_keys() {
         "{err}"
     );
 }
+
+/// `bench` answers in the words the user typed: flags and their values, never plan
+/// keys, and no plan folder where there is no plan.
+#[test]
+fn bench_refusals_name_flags_not_plan_keys() {
+    let hf = benchplan(&[
+        "bench",
+        "--sim",
+        "tiny",
+        "--dataset-name",
+        "hf",
+        "--dataset-path",
+        "likaixin/InstructCoder",
+    ]);
+    assert_eq!(hf.status.code(), Some(2));
+    let err = stderr(&hf);
+    assert!(
+        err.contains("--dataset-name hf: benchplan reads no Hugging Face datasets")
+            && !err.contains("defaults.")
+            && !err.contains("missing field"),
+        "{err}"
+    );
+    let missing = benchplan(&[
+        "bench",
+        "--sim",
+        "tiny",
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        "no-such-file.json",
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    let err = stderr(&missing);
+    assert!(
+        err.contains("`--dataset-path`: dataset file")
+            && err.contains("a relative --dataset-path is read from the working directory")
+            && !err.contains("plan"),
+        "{err}"
+    );
+}

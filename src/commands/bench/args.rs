@@ -623,6 +623,14 @@ impl BenchArgs {
                 "suffix_len": self.prefix_repetition_suffix_len, "num_prefixes": self.prefix_repetition_num_prefixes,
                 "output_len": output.unwrap_or(self.prefix_repetition_output_len)})
             }
+            // vLLM's Hugging Face and other datasets benchplan does not build: said in
+            // flag words, before any plan key can be.
+            "hf" => return Err(format!("--dataset-name hf: {}", super::refused::NO_HF)),
+            other if !crate::plan::Dataset::NAMES.contains(&other) => {
+                return Err(format!(
+                    "--dataset-name {other}: not a dataset benchplan builds; use one of random, random-mm, random-rerank, prefix_repetition, sharegpt, custom, burstgpt, random-audio, custom_audio, timed_trace (or a plan for multi_turn and trace)"
+                ));
+            }
             other => {
                 let mut m = Map::new();
                 m.insert("name".into(), json!(other));

@@ -50,6 +50,10 @@ const PHRASES: &[(&str, &str)] = &[
         "set --request-id, --request-id-header, --chat-content, --stream-options or --max-tokens-key",
     ),
     ("set max_tokens_key", "set --max-tokens-key"),
+    (
+        "paths are relative to the plan's folder",
+        "a relative --dataset-path is read from the working directory",
+    ),
     ("try backend = \"openai\"", "try --backend openai"),
     ("try backend = \"openai-chat\"", "try --backend openai-chat"),
     (

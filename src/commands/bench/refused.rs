@@ -7,7 +7,7 @@
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 
-const NO_HF: &str = "benchplan reads no Hugging Face datasets; download the rows and use --dataset-name custom --dataset-path FILE.jsonl (one {\"prompt\", \"output_tokens\"} per line)";
+pub const NO_HF: &str = "benchplan reads no Hugging Face datasets; download the rows and use --dataset-name custom --dataset-path FILE.jsonl (one {\"prompt\", \"output_tokens\"} per line)";
 
 /// Flag (without `--`) and the message that refuses it.
 pub const REFUSED: &[(&str, &str)] = &[

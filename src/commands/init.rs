@@ -84,9 +84,12 @@ num_prompts = 100                   # measured requests per case
 num_warmups = 2                     # unmeasured requests first
 metric_percentiles = [50, 90, 99]
 
-# One case per combination of these lists.
+# One case per combination of these lists; `zip` pairs lists instead. Each case its own
+# seed, so no case sends prompts a server may still cache from the one before.
 [matrix]
 max_concurrency = [1, 4, 16]
+seed = [1, 2, 3]
+zip = [[\"max_concurrency\", \"seed\"]]
 
 # Every case must meet these, or `run` exits 3 (CI can act on it).
 [slo]

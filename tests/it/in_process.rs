@@ -80,6 +80,17 @@ fn init_writes_a_plan_that_validates_and_never_overwrites_one() {
     assert_ne!(cli(&["init", p]), Exit::Ok);
     assert_eq!(std::fs::read_to_string(&plan).unwrap(), written);
     assert_eq!(cli(&["init", p, "--force"]), Exit::Ok);
+    // Both starter plans, the simulator's and a server's, validate with no warning.
+    use benchplan::commands::init::{Service, starter_plan};
+    let server = Service::Server {
+        base_url: "http://127.0.0.1:8000".into(),
+        model: "m".into(),
+        tokenizer: Some("server".into()),
+    };
+    for service in [Service::Sim, server] {
+        let planned = crate::support::plan_toml(&starter_plan(&service, "benchplan.toml"));
+        assert!(planned.warnings.is_empty(), "{:?}", planned.warnings);
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -139,9 +139,6 @@ impl Engine {
                 let hit = self.cache.lookup_and_insert(&job.prompt).cached_tokens;
                 self.stats.prefix_queries.fetch_add(prompt_len, Relaxed);
                 self.stats.prefix_hits.fetch_add(hit, Relaxed);
-                self.stats
-                    .kv_usage_ppm
-                    .store((self.cache.usage() * 1e6) as u64, Relaxed);
                 hit
             } else {
                 0
@@ -184,12 +181,33 @@ impl Engine {
             self.stats.running.store(self.seqs.len() as u64, Relaxed);
         }
         self.stats.waiting.store(self.waiting.len() as u64, Relaxed);
+        self.publish_kv();
     }
 
     fn finish(&mut self, id: u64) {
         self.seqs.remove(&id);
         self.stats.running.store(self.seqs.len() as u64, Relaxed);
         self.stats.in_system.fetch_sub(1, Relaxed);
+        self.publish_kv();
+    }
+
+    /// KV-cache use as vLLM reports it: the blocks the running sequences hold (their
+    /// prompt and the tokens generated so far, in blocks of `block_size`) over the
+    /// cache's capacity. Blocks a finished request left in the prefix cache are free to
+    /// reuse, so they are not in use.
+    fn publish_kv(&self) {
+        let bs = self.config.block_size.max(1);
+        let held: u64 = self
+            .seqs
+            .values()
+            .map(|s| (s.job.prompt.len() as u64 + s.emitted).div_ceil(bs))
+            .sum();
+        let usage = if self.config.kv_cache_blocks == 0 {
+            0.0
+        } else {
+            (held as f64 / self.config.kv_cache_blocks as f64).min(1.0)
+        };
+        self.stats.kv_usage_ppm.store((usage * 1e6) as u64, Relaxed);
     }
 
     /// Serves every sequence whose deadline has passed.
@@ -273,6 +291,8 @@ impl Engine {
             self.heap
                 .push(Reverse((due + Duration::from_secs_f64(step), id)));
         }
+        // The running sequences grew by the tokens just emitted.
+        self.publish_kv();
     }
 }
 

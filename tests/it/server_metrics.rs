@@ -254,3 +254,41 @@ max_concurrency = [1, 2]
         assert!(sm["series"]["t"].is_array());
     }
 }
+
+/// The simulator reads like an engine: at concurrency 1 its KV cache holds one
+/// sequence's blocks (prompt and output so far, 16-token blocks over 1024 of them), not
+/// every prompt it ever cached; and random prompts that share no prefix get no prefix
+/// hits (no warm-up resends the first prompt here).
+#[test]
+fn kv_use_is_the_running_sequences_blocks_and_random_prompts_get_no_prefix_hits() {
+    let dir = crate::support::tempdir("sm-kv");
+    let (out, results) = run(
+        &dir,
+        r#"
+name = "kv"
+[services.sim]
+sim = { preset = "tiny", enable_prefix_caching = true }
+[defaults]
+backend = "openai"
+dataset = { name = "random", input_len = 128, output_len = 16 }
+num_prompts = 60
+num_warmups = 0
+max_concurrency = 1
+server_metrics = { scrape_interval = "50ms" }
+[report]
+charts = false
+"#,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r = &cases(&results)[0];
+    let sm = &r["benchplan"]["server_metrics"];
+    // One sequence of at most 128 + 16 tokens: 9 blocks of 1024, 0.88%.
+    let kv = sm["gauges"]["kv_cache_usage_pct"]["max"].as_f64().unwrap();
+    assert!(kv > 0.0 && kv <= 9.0 / 1024.0 * 100.0 + 1e-9, "{kv}");
+    assert_eq!(
+        sm["prefix_cache_hit_rate_pct"].as_f64(),
+        Some(0.0),
+        "{sm:#}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -426,6 +426,10 @@ fn metrics_at(results: &Map<String, Value>, outcome: &Outcome) -> Value {
         {
             m.insert("goodput_ratio".into(), json!(ratio));
         }
+        // The output-ratio floor's actual (cases sent with ignore_eos).
+        if let Some(ratio) = file.output_ratio() {
+            m.insert("output_ratio".into(), json!(ratio));
+        }
     }
     Value::Object(m)
 }
@@ -545,7 +549,8 @@ pub fn run(planned: &Planned, results_dir: Option<&Path>, charts: bool) -> Exit 
                 "concurrency_stage1": stage2.as_ref().map(|(c, _)| c),
                 "neighbourhood": neighbourhood,
                 "baseline": baseline,
-                "slo_targets": planned.optimize_slos.iter().map(|(s, _)| json!({"key": s.key, "metric": s.metric.result_key(), "direction": s.op.symbol(), "value": s.threshold})).collect::<Vec<_>>(),
+                "slo_targets": planned.optimize_slos.iter().map(|(s, _)| json!({"key": s.key, "metric": s.metric.result_key(), "direction": s.op.symbol(), "value": s.threshold,
+                    "unit": s.unit(), "target": format!("{} {}{}", s.op.symbol(), s.threshold, s.unit())})).collect::<Vec<_>>(),
                 "recommendation": recommendation,
                 "ending": outcome.ending,
                 "highest_pass": outcome.highest_pass,

@@ -28,6 +28,30 @@ fn search(name: &str, plan: &str) -> Value {
         .map(|e| e.unwrap().path())
         .find(|p| p.is_dir())
         .unwrap();
+    // The evidence at the answer: every target and actual with its unit, every floor
+    // measured (none is `-`).
+    let md = std::fs::read_to_string(opt.join("report.md")).unwrap();
+    {
+        let evidence = md
+            .split("SLO evidence at the answer:")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no evidence table: {md}"));
+        let table: Vec<&str> = evidence
+            .lines()
+            .skip_while(|l| !l.starts_with("| SLO"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .collect();
+        assert!(!table.is_empty(), "{md}");
+        for row in table {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let (target, actual) = (cells[2], cells[3]);
+            assert!(actual != "-", "{row}");
+            let unit = target.trim_start_matches(|c: char| !c.is_ascii_digit());
+            let unit = unit.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+            assert!(actual.ends_with(unit), "{row}: `{actual}` lacks `{unit}`");
+        }
+    }
     let report: Value = serde_json::from_str(
         &std::fs::read_to_string(cell.join("optimization_report.json")).unwrap(),
     )

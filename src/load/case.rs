@@ -126,10 +126,7 @@ pub async fn execute(
             d,
             &opts.data_dir,
             params.num_prompts as usize,
-            &run.records,
-            run.server_metrics
-                .as_ref()
-                .and_then(|m| m.kv_capacity_tokens),
+            &run,
             crate::dataset::trace::digest(inputs.iter().filter_map(|i| match &i.prompt {
                 Prompt::Text(t) => Some(t.as_str()),
                 _ => None,
@@ -262,10 +259,7 @@ async fn run_talks(
             d,
             &opts.data_dir,
             params.num_prompts as usize,
-            &run.records,
-            run.server_metrics
-                .as_ref()
-                .and_then(|m| m.kv_capacity_tokens),
+            &run,
             digest,
         )?),
         None => None,

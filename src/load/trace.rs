@@ -84,21 +84,25 @@ pub struct SessionReuse {
     pub realised_reuse: Option<f64>,
 }
 
-/// The reuse of a trace case whose requests are `records` (by index into the window's
-/// rows); `capacity_tokens` when the server's KV capacity is known.
+/// The reuse of a trace case's run: its records by index into the window's rows
+/// (`n` at most), the server's KV capacity when its `/metrics` said it, and the digest
+/// of the prompts sent.
 pub fn reuse(
     d: &TraceDataset,
     dir: &Path,
     n: usize,
-    records: &[RequestRecord],
-    capacity_tokens: Option<u64>,
+    run: &super::run::CaseRun,
     prompt_digest: String,
 ) -> Result<TraceReuse, String> {
     let trace = read(d, dir)?;
     let rows = window(&trace, d, n);
+    let capacity = run
+        .server_metrics
+        .as_ref()
+        .and_then(|m| m.kv_capacity_tokens);
     Ok(TraceReuse {
         prompt_digest,
-        ..of_rows(&trace, &rows, records, capacity_tokens)
+        ..of_rows(&trace, &rows, &run.records, capacity)
     })
 }
 
@@ -112,7 +116,7 @@ fn of_rows(
     let at_capacity =
         capacity_tokens.map(|c| expected_reuse(rows, trace.block, Some(c / trace.block)).ratio());
     let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.sample.success).collect();
-    let realised = realised(&ok);
+    let realised = realised_of(&ok);
     let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let hit = |r: &RequestRecord| r.sample.cached_tokens.unwrap_or(0) > 0;
     let ttft_ms = |want: bool| {
@@ -170,10 +174,6 @@ fn of_rows(
         turns: turns(rows, trace.block, &ok),
         requests: per_request(rows, trace.block, records),
     }
-}
-
-fn realised(ok: &[&RequestRecord]) -> Option<f64> {
-    realised_of(ok)
 }
 
 /// Cached over prompt tokens, by the server's own counts; None when no request

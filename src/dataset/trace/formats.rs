@@ -34,6 +34,21 @@ fn ids_of(v: &Value) -> Option<Vec<u64>> {
         .collect()
 }
 
+/// A JSONL file's objects with their (1-based) line numbers, blank lines skipped.
+fn json_lines<'a>(
+    text: &'a str,
+    name: &'a str,
+) -> impl Iterator<Item = Result<(usize, Value), String>> + 'a {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(move |(i, line)| {
+            serde_json::from_str(line)
+                .map(|v| (i + 1, v))
+                .map_err(|e| format!("{name}:{}: not a JSON object: {e}", i + 1))
+        })
+}
+
 /// Mooncake and Bailian: one JSON object a line.
 pub(super) fn jsonl_rows(
     text: &str,
@@ -59,13 +74,8 @@ pub(super) fn jsonl_rows(
     // Bailian: a row's session is the root of its parent chain.
     let mut root: HashMap<String, String> = HashMap::new();
     let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = i + 1;
-        let v: Value = serde_json::from_str(line)
-            .map_err(|e| format!("{name}:{at}: not a JSON object: {e}"))?;
+    for line in json_lines(text, name) {
+        let (at, v) = line?;
         let field = |k: &str| {
             v.get(k)
                 .ok_or_else(|| format!("{name}:{at}: no `{k}` (set dataset.fields to map it)"))
@@ -119,13 +129,8 @@ pub(super) fn session_rows(
 ) -> Result<Vec<Row>, String> {
     let f = &d.fields;
     let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = i + 1;
-        let v: Value = serde_json::from_str(line)
-            .map_err(|e| format!("{name}:{at}: not a JSON object: {e}"))?;
+    for line in json_lines(text, name) {
+        let (at, v) = line?;
         let sid = ["session_id", "id", "conversation_id"]
             .iter()
             .chain(f.session_id.as_deref().iter())

@@ -294,7 +294,7 @@ impl PlanArgs {
 /// Runs a parsed command line; `main` turns the verdict into the process exit code.
 pub fn run(cli: Cli) -> Exit {
     match cli.command {
-        Command::Validate(args) => with_plan(&args, validate),
+        Command::Validate(args) => with_plan(&args, crate::commands::validate::run),
         Command::Cases { plan, json } => with_plan(&plan, |p| cases(p, json)),
         Command::Schema => {
             print!("{}", crate::plan::schema::plan_schema_json());
@@ -439,37 +439,6 @@ pub fn run(cli: Cli) -> Exit {
             with_plan(&plan, |full| crate::commands::run::run(full, run, &shard))
         }
     }
-}
-
-/// `validate`: the plan's size, once it planned without an error.
-fn validate(p: &Planned) -> Exit {
-    let services = p.service_count();
-    println!(
-        "{}: {} case{}, {} service{}",
-        p.source.name,
-        p.cases.len(),
-        plural(p.cases.len()),
-        services,
-        plural(services)
-    );
-    // Each SLO written in another form than the one it was read as: say how it was
-    // read, so `"<= 800 ms"` shows as `<= 800ms`.
-    if let Some(crate::plan::SloSpec::Table(t)) = &p.plan.slo {
-        for (slo, path) in &p.slos {
-            let Some(written) = path.strip_prefix("slo.").and_then(|k| t.get(k)) else {
-                continue;
-            };
-            let written = match written {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let read = format!("{} {}{}", slo.op.symbol(), slo.threshold, slo.unit());
-            if written.trim() != read {
-                println!("  {path}: \"{}\" read as {read}", written.trim());
-            }
-        }
-    }
-    Exit::Ok
 }
 
 /// `cases`: the planned cases as a table or JSON (a closed pipe is not an error).

@@ -1,5 +1,5 @@
-//! The commands that send traffic. Each turns its arguments into plan types and
-//! calls the same library entry points as `run` and `optimize` do.
+//! The commands behind the CLI. Those that send traffic turn their arguments into plan
+//! types and call the same library entry points as `run` and `optimize` do.
 
 pub mod bench;
 pub mod dry_run;
@@ -10,3 +10,4 @@ pub mod report;
 pub mod run;
 pub mod trace;
 pub mod trend;
+pub mod validate;

@@ -36,10 +36,35 @@ pub struct Execution {
     /// When an open-loop case counts as over-saturated (its queue growing without
     /// bound); see the README's "Over-saturation".
     pub oversaturation: Oversaturation,
-    /// End a case early on these findings: `["oversaturation"]` ends an over-saturated
-    /// case where it is found (what finished is kept; the case is marked).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// End a case early on these findings: `["oversaturation"]` (or the one finding as
+    /// a string, `"oversaturation"`) ends an over-saturated case where it is found
+    /// (what finished is kept; the case is marked).
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "one_or_many"
+    )]
+    #[schemars(with = "StopOnList")]
     pub stop_on: Vec<StopOn>,
+}
+
+/// `stop_on` as written: one finding or a list of them.
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // Only its schema and its shape are used.
+enum StopOnList {
+    One(StopOn),
+    Many(Vec<StopOn>),
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<StopOn>, D::Error> {
+    // Read as a value first, so a wrong finding names the variants, not "did not
+    // match any variant of untagged enum".
+    let v = serde_json::Value::deserialize(d)?;
+    let v = match v {
+        serde_json::Value::Array(_) => v,
+        one => serde_json::Value::Array(vec![one]),
+    };
+    Vec::<StopOn>::deserialize(v).map_err(serde::de::Error::custom)
 }
 
 /// What may end a case early (`execution.stop_on`).

@@ -215,6 +215,15 @@ pub fn plan(source: PlanSource) -> Result<Planned, Diagnostics> {
             d.location = source.locate(&d.path);
         }
     }
+    // Each problem once per command, however many rules or services found it.
+    let mut seen = Vec::with_capacity(diags.len());
+    diags.retain(|d| {
+        let first = !seen.contains(d);
+        if first {
+            seen.push(d.clone());
+        }
+        first
+    });
     if diags.iter().any(Diagnostic::is_error) {
         diags.sort_by_key(|d| d.severity);
         return Err(Diagnostics(diags));

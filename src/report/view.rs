@@ -68,6 +68,9 @@ pub struct CaseView {
     /// The matrix values of this case other than the service and the load
     /// (concurrency and rate have their own columns), by axis key.
     pub axes: indexmap::IndexMap<String, String>,
+    /// A short name for tables (`sim c=4 in=512`): the service, the load and the
+    /// matrix values, so a table's first column never wraps; the id goes last.
+    pub label: String,
     /// The steady window: where it is and what it measured beside the whole run.
     pub steady: Option<SteadyView>,
     /// An open loop whose queue grew without bound: OVERSATURATED, when and at what rate.
@@ -269,7 +272,8 @@ impl ReportView {
     /// The one way a report's view is assembled (by `run`, and by `report` and `merge`
     /// from a folder): the cases with what is derived from them (failures, SLO
     /// failures, recommendations, axes). `have_slos`: the plan set SLOs of its own.
-    pub fn assemble(head: RunHead, cases: Vec<CaseView>, have_slos: bool) -> ReportView {
+    pub fn assemble(head: RunHead, mut cases: Vec<CaseView>, have_slos: bool) -> ReportView {
+        label(&mut cases);
         let (recommendation, no_recommendation) = match recommend(&cases, have_slos) {
             Ok(r) => (Some(r), None),
             Err(why) => (None, Some(why)),
@@ -365,6 +369,7 @@ pub fn case_view(
         spread: None,
         conversations: None,
         axes: indexmap::IndexMap::new(),
+        label: String::new(),
         steady: None,
         oversaturated: None,
         machine: None,
@@ -542,6 +547,43 @@ fn not_recommended(cases: &[CaseView]) -> String {
         "no case ran".to_string()
     } else {
         format!("no case is recommended: {}", why.join("; "))
+    }
+}
+
+/// A matrix value's short label for a table or a legend: `c=2` for max_concurrency, `r=4` for
+/// request_rate, `in=512`/`out=128` for dataset lengths, `n=` for num_prompts, else
+/// the key's last part.
+pub fn axis_label(key: &str, value: &str) -> String {
+    let short = match key {
+        "max_concurrency" => "c",
+        "request_rate" => "r",
+        "dataset.input_len" => "in",
+        "dataset.output_len" => "out",
+        "num_prompts" => "n",
+        k => k.rsplit('.').next().unwrap_or(k),
+    };
+    format!("{short}={value}")
+}
+
+/// Each case's short label: its service, its load (`c=4`, `r=2`) and its matrix values
+/// in their short names; a label two cases share gives way to their ids.
+fn label(cases: &mut [CaseView]) {
+    for c in cases.iter_mut() {
+        let mut parts = vec![c.service.clone()];
+        if let Some(n) = c.concurrency {
+            parts.push(format!("c={n}"));
+        }
+        if c.rate != "inf" && c.rate != "-" && !c.rate.is_empty() {
+            parts.push(format!("r={}", c.rate));
+        }
+        parts.extend(c.axes.iter().map(|(k, v)| axis_label(k, v)));
+        c.label = parts.join(" ");
+    }
+    let labels: Vec<String> = cases.iter().map(|c| c.label.clone()).collect();
+    for c in cases.iter_mut() {
+        if labels.iter().filter(|l| **l == c.label).count() > 1 {
+            c.label = c.id.clone();
+        }
     }
 }
 

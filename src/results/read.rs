@@ -401,6 +401,11 @@ impl<'a> CaseFile<'a> {
         self.number("request_throughput")
     }
 
+    /// The measured run's length in seconds (vLLM's `duration`).
+    pub fn duration(&self) -> Option<f64> {
+        self.number("duration")
+    }
+
     /// Output tokens per second; None for a pooling result (it has no such key).
     pub fn output_throughput(&self) -> Option<f64> {
         self.number("output_throughput")

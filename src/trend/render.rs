@@ -237,98 +237,6 @@ pub fn junit(t: &Trend) -> String {
     )
 }
 
-const W: f64 = 640.0;
-const H: f64 = 220.0;
-const PAD: f64 = 48.0;
-
-/// One series as an SVG chart.
-pub fn chart(se: &Series) -> String {
-    let n = se.values.len();
-    let mut lo = se.values.iter().copied().fold(f64::INFINITY, f64::min);
-    let mut hi = se.values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if let Some(t) = se.slo {
-        lo = lo.min(t);
-        hi = hi.max(t);
-    }
-    if !(hi > lo) {
-        hi = lo + 1.0;
-    }
-    let span = hi - lo;
-    let (lo, hi) = (lo - 0.05 * span, hi + 0.05 * span);
-    let x = |i: f64| PAD + i * (W - 2.0 * PAD) / ((n.max(2) - 1) as f64);
-    let y = |v: f64| H - PAD / 2.0 - (v - lo) / (hi - lo) * (H - PAD);
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"{} {}\">\n",
-        escape::xml(&se.case),
-        escape::xml(&se.metric)
-    );
-    let _ = writeln!(
-        s,
-        "<text x=\"{PAD}\" y=\"16\" font-size=\"13\">{} — {}</text>",
-        escape::xml(&se.case),
-        escape::xml(&se.metric)
-    );
-    for v in [lo + 0.05 * span, hi - 0.05 * span] {
-        let _ = writeln!(
-            s,
-            "<text x=\"4\" y=\"{:.1}\" font-size=\"10\">{v:.2}</text>",
-            y(v) + 3.0
-        );
-    }
-    let points: Vec<String> = se
-        .values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| format!("{:.1},{:.1}", x(i as f64), y(*v)))
-        .collect();
-    let _ = writeln!(
-        s,
-        "<polyline class=\"series\" fill=\"none\" stroke=\"#4477aa\" stroke-width=\"1.5\" points=\"{}\"/>",
-        points.join(" ")
-    );
-    // Each segment's mean between change points.
-    let mut bounds: Vec<usize> = vec![0];
-    bounds.extend(se.changes.iter().map(|c| c.index));
-    bounds.push(n);
-    for w in bounds.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        if b <= a {
-            continue;
-        }
-        let mean = se.values[a..b].iter().sum::<f64>() / (b - a) as f64;
-        let _ = writeln!(
-            s,
-            "<line class=\"segment-mean\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#228833\" stroke-width=\"2\"/>",
-            x(a as f64),
-            x((b - 1) as f64),
-            y(mean),
-            y(mean)
-        );
-    }
-    for c in &se.changes {
-        let colour = if c.regression { "#cc3311" } else { "#009988" };
-        let _ = writeln!(
-            s,
-            "<line class=\"change-point\" x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"24\" y2=\"{1:.1}\" stroke=\"{colour}\" stroke-dasharray=\"4 3\"><title>run {2}: {3}</title></line>",
-            x(c.index as f64 - 0.5),
-            H - PAD / 2.0,
-            escape::xml(&c.run),
-            pct(c.change)
-        );
-    }
-    if let Some(t) = se.slo {
-        let (x2, ys) = (W - PAD, y(t));
-        let _ = writeln!(
-            s,
-            "<line class=\"slo\" x1=\"{PAD}\" x2=\"{x2:.1}\" y1=\"{ys:.1}\" y2=\"{ys:.1}\" stroke=\"#ee7733\" stroke-dasharray=\"6 3\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">SLO {t}</text>",
-            x2 + 2.0,
-            ys + 3.0
-        );
-    }
-    s.push_str("</svg>\n");
-    s
-}
-
 /// The HTML report: the verdict, the change-point table, one chart per series.
 pub fn html(t: &Trend) -> String {
     let md_verdict = verdict(t).replace("**", "");
@@ -359,9 +267,9 @@ pub fn html(t: &Trend) -> String {
     }
     body.push_str("</table>\n");
     for se in &t.series {
-        let _ = writeln!(body, "<figure>{}</figure>", chart(se));
+        let _ = writeln!(body, "<figure>{}</figure>", super::chart::chart(se));
     }
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Trend</title>\n<style>body{{font-family:sans-serif;max-width:60rem;margin:auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px}}tr.worse td{{color:#cc3311}}</style></head>\n<body>\n{body}</body></html>\n"
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Trend</title>\n<style>body{{font-family:sans-serif;max-width:60rem;margin:auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px}}td:nth-child(-n+4){{white-space:nowrap}}tr.worse td{{color:#cc3311}}</style></head>\n<body>\n{body}</body></html>\n"
     )
 }

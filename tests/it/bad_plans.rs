@@ -533,3 +533,32 @@ fn an_slo_unit_misspelled_gets_the_unit_it_meant_and_an_accepted_one_is_echoed()
     assert!(crate::support::stderr(&out).contains("SLO keys are"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `stop_on` reads as the issue and the docs spell it: one finding as a string, or a
+/// list; a finding it does not know is named with the ones it does.
+#[test]
+fn stop_on_takes_one_finding_or_a_list() {
+    use benchplan::plan::settings::StopOn;
+    for text in [
+        "[execution]\nstop_on = \"oversaturation\"\n",
+        "[execution]\nstop_on = [\"oversaturation\"]\n",
+    ] {
+        let p = crate::support::plan_toml(text);
+        assert_eq!(
+            p.plan.execution.stop_on,
+            vec![StopOn::Oversaturation],
+            "{text}"
+        );
+    }
+    let d = crate::support::plan_text(
+        "[execution]\nstop_on = \"saturation\"\n",
+        benchplan::plan::Format::Toml,
+        &crate::support::repo(),
+    )
+    .expect_err("an unknown finding");
+    let said = d.to_string();
+    assert!(
+        said.contains("execution.stop_on") && said.contains("oversaturation"),
+        "{said}"
+    );
+}

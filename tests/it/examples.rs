@@ -58,6 +58,10 @@ fn accepts(file: &str, args: &[String]) {
     let mut argv = vec!["benchplan".to_string()];
     argv.extend(args.iter().cloned());
     if let Err(e) = benchplan::cli::Cli::try_parse_from(&argv) {
+        // `benchplan --version` is a command line: clap answers it with the version.
+        if e.kind() == clap::error::ErrorKind::DisplayVersion {
+            return;
+        }
         panic!(
             "{file}: `{}` is not a benchplan command line: {e}",
             argv.join(" ")
@@ -168,8 +172,8 @@ fn github_actions_example_has_valid_command_lines() {
         }
     }
     assert_eq!(
-        commands, 6,
-        "a shard run and a merge; the release's init and run; the nightly's run and trend"
+        commands, 7,
+        "a shard run and a merge; the release's --version, init and run; the nightly's run and trend"
     );
 }
 
@@ -190,11 +194,24 @@ fn the_release_workflow_builds_wheels_for_every_platform_and_publishes_them() {
     for t in [
         "x86_64-unknown-linux-gnu",
         "aarch64-unknown-linux-gnu",
+        "x86_64-unknown-linux-musl",
         "x86_64-apple-darwin",
         "aarch64-apple-darwin",
     ] {
         assert!(targets.contains(&t), "{file}: no {t} wheel in {targets:?}");
     }
+    // glibc Linux wheels install on glibc 2.17+ (manylinux2014, linked with zig as
+    // scripts/wheel.sh does), never on the runner's own glibc only.
+    for t in wheels["strategy"]["matrix"]["include"].as_array().unwrap() {
+        if t["target"].as_str().unwrap().ends_with("linux-gnu") {
+            assert_eq!(t["manylinux"], "2014", "{file}: {t}");
+            assert!(t["args"].as_str().unwrap().contains("--zig"), "{file}: {t}");
+        }
+    }
+    // The wheels are release assets (what `pip install ./benchplan-*.whl` reads
+    // before a PyPI release exists).
+    let assets = wf["jobs"]["release-assets"].to_string();
+    assert!(assets.contains("gh release"), "{file}: {assets}");
     let uses = |job: &Value, action: &str| {
         job["steps"]
             .as_array()

@@ -30,6 +30,7 @@ mod shards;
 mod sim;
 mod sim_timing;
 mod support;
+mod texts;
 mod tokenizers;
 mod traces;
 mod trend;

@@ -92,13 +92,15 @@ fn search(name: &str, plan: &str) -> Value {
         .descendants()
         .filter(|n| n.tag_name().name() == "circle")
         .collect();
-    assert_eq!(markers.len(), steps.len(), "one marker per probe");
+    // One marker per probe, and the legend's two (met, failed) in its strip.
+    assert_eq!(markers.len(), steps.len() + 2, "one marker per probe");
+    crate::reports::legend_clear(chart, &doc, &["met every SLO", "failed one"]);
     let fails = markers
         .iter()
         .filter(|m| m.attribute("fill") == Some("#D55E00"))
         .count();
     let failed_steps = steps.iter().filter(|s| s["slo_pass"] == false).count();
-    assert_eq!(fails, failed_steps, "failed probes drawn as failed");
+    assert_eq!(fails, failed_steps + 1, "failed probes drawn as failed");
     let runs = report["runs"].as_u64().unwrap();
     eprintln!(
         "{name}: answer {answer} in {runs} runs, {:.1} s",

@@ -79,6 +79,73 @@ fn parse_svg(path: &Path) -> String {
     text
 }
 
+/// A polyline's points.
+fn points(p: &roxmltree::Node) -> Vec<(f64, f64)> {
+    p.attribute("points")
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|xy| {
+            let (x, y) = xy.split_once(',')?;
+            Some((x.parse().ok()?, y.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Legends stand where no data is, checked from the SVG's geometry: each legend label
+/// (with its marker to its left) is a box; no data line passes through a box (a line
+/// wholly inside one is its marker) and no box holds more than its own marker point.
+pub fn legend_clear(file: &str, doc: &roxmltree::Document, names: &[&str]) {
+    let num = |n: &roxmltree::Node, a: &str| n.attribute(a).and_then(|v| v.parse::<f64>().ok());
+    let boxes: Vec<(f64, f64, f64, f64)> = elements(doc, "text")
+        .iter()
+        .filter(|t| t.text().is_some_and(|x| names.contains(&x.trim())))
+        .filter_map(|t| {
+            let (x, y) = (num(t, "x")?, num(t, "y")?);
+            let w = 7.0 * t.text()?.trim().chars().count() as f64;
+            Some((x - 34.0, y - 14.0, x + w, y + 16.0))
+        })
+        .collect();
+    assert_eq!(
+        boxes.len(),
+        names.len(),
+        "{file}: a legend label is missing"
+    );
+    let inside = |(x, y): (f64, f64)| {
+        boxes
+            .iter()
+            .position(|b| x >= b.0 && x <= b.2 && y >= b.1 && y <= b.3)
+    };
+    for p in elements(doc, "polyline") {
+        let pts = points(&p);
+        if pts.iter().all(|q| inside(*q).is_some()) {
+            continue;
+        }
+        for w in pts.windows(2) {
+            for k in 0..=40 {
+                let f = k as f64 / 40.0;
+                let q = (
+                    w[0].0 + (w[1].0 - w[0].0) * f,
+                    w[0].1 + (w[1].1 - w[0].1) * f,
+                );
+                assert!(
+                    inside(q).is_none(),
+                    "{file}: data at {q:?} under a legend label"
+                );
+            }
+        }
+    }
+    let mut markers = vec![0; boxes.len()];
+    for c in elements(doc, "circle") {
+        if let Some(i) = num(&c, "cx").zip(num(&c, "cy")).and_then(inside) {
+            markers[i] += 1;
+        }
+    }
+    assert!(
+        markers.iter().all(|m| *m <= 1),
+        "{file}: data points under the legend {markers:?}"
+    );
+}
+
 fn elements<'a>(doc: &'a roxmltree::Document<'a>, tag: &str) -> Vec<roxmltree::Node<'a, 'a>> {
     doc.descendants()
         .filter(|n| n.tag_name().name() == tag)
@@ -176,11 +243,23 @@ fn every_chart_is_svg_with_one_point_per_case_per_series() {
             .unwrap()
             .len();
         assert!(scrapes >= 2, "{id}: {scrapes} scrapes");
-        let series = elements(&doc, "polyline")
-            .into_iter()
-            .filter(|p| p.attribute("points").unwrap().split_whitespace().count() == scrapes)
-            .count();
-        assert_eq!(series, 3, "{file}: running, waiting and KV usage");
+        // Each scrape a point (and one marker per legend entry), held as a step: no
+        // sloped segment between two scrapes.
+        assert_eq!(
+            elements(&doc, "circle").len(),
+            3 * scrapes + 3,
+            "{file}: running, waiting and KV usage"
+        );
+        for p in elements(&doc, "polyline") {
+            let pts = points(&p);
+            for w in pts.windows(2) {
+                assert!(
+                    (w[0].0 - w[1].0).abs() < 0.01 || (w[0].1 - w[1].1).abs() < 0.01,
+                    "{file}: a sloped segment {w:?}"
+                );
+            }
+        }
+        legend_clear(&file, &doc, &["running", "waiting", "KV cache"]);
     }
     let listed = std::fs::read_dir(&charts).unwrap().count();
     assert_eq!(

@@ -144,7 +144,7 @@ fn a_plan_runs_into_the_results_tree() {
         );
     }
     let report = std::fs::read_to_string(b.join("report.md")).unwrap();
-    assert!(report.contains("| Case | Service | Concurrency | Rate | Prompts | Req/s | Out tok/s | TTFT mean | TTFT P99 | TPOT mean | TPOT P99 | E2E P99 | Success% |"));
+    assert!(report.contains("| Case | Rate (req/s) | Prompts | Req/s | Out tok/s | TTFT mean (ms) | TTFT P99 (ms) | TPOT mean (ms) | TPOT P99 (ms) | E2E P99 (ms) | Success (%) |"));
     assert!(
         report.contains("## SLO compliance")
             && report.contains("## Recommendation")
@@ -152,7 +152,14 @@ fn a_plan_runs_into_the_results_tree() {
     );
     // Each of the four cases: its two SLOs, the success-rate floor and (ignore_eos is
     // on for the random dataset) the output-ratio floor.
-    assert_eq!(report.matches("| pass |").count(), 16);
+    // (A busy test machine may leave a case trending: its TTFT verdict then says "not
+    // steady", which is no failure either.)
+    let verdicts: Vec<&str> = report
+        .lines()
+        .filter(|l| l.ends_with("| pass |") || l.contains("| not steady: "))
+        .collect();
+    assert_eq!(verdicts.len(), 16, "{report}");
+    assert!(!report.contains("| FAIL |"), "{report}");
     assert_eq!(
         stdout(&out).trim(),
         report.trim(),
@@ -755,14 +762,16 @@ fn report_reads_a_folder_of_vllm_results() {
     assert!(stderr(&out).contains("report: "), "{}", stderr(&out));
     let md = stdout(&out);
     assert!(
-        md.contains("| c2 | benchplan-sim | 2 | inf | 20 |") && md.contains("| 4 | inf | 20 |"),
+        md.contains("| benchplan-sim c=2 | inf | 20 |")
+            && md.contains("| benchplan-sim c=4 | inf | 20 |"),
         "{md}"
     );
     // In the sweep's order (c2, c4, c16, not c16, c2, c4); no empty run line, services
     // table or Reproduce block for files that carry none of them.
     let at = |k: &str| md.find(k).unwrap_or_else(|| panic!("{k} in {md}"));
     assert!(
-        at("| 2 | inf |") < at("| 4 | inf |") && at("| 4 | inf |") < at("| 16 | inf |"),
+        at("| benchplan-sim c=2 |") < at("| benchplan-sim c=4 |")
+            && at("| benchplan-sim c=4 |") < at("| benchplan-sim c=16 |"),
         "{md}"
     );
     assert!(
@@ -832,14 +841,13 @@ fn matrix_axes_are_columns_and_each_workload_gets_its_own_recommendation() {
         md.lines().nth(2) == Some("**PASS**: 8 case(s), 0 not measured, 0 SLO failure(s)."),
         "{md}"
     );
-    assert!(
-        md.contains("| Case | Service | dataset.input_len | Concurrency |"),
-        "{md}"
-    );
-    assert!(
-        md.contains("| a-in64-c4-") && md.contains(" | a | 64 | 4 | "),
-        "{md}"
-    );
+    // Each case by a short label from its service, load and matrix values (a first
+    // column that never wraps), its id in the last column.
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| a c=4 in=64 | "))
+        .unwrap_or_else(|| panic!("no row labelled `a c=4 in=64`: {md}"));
+    assert!(row.contains("| a-in64-c4-") && row.ends_with(" |"), "{row}");
     // Four groups (2 services × 2 input lengths), each recommending one of its own cases.
     let rec = md.split("## Recommendation").nth(1).unwrap();
     for (svc, len) in [("a", 16), ("a", 64), ("b", 16), ("b", 64)] {
@@ -852,7 +860,7 @@ fn matrix_axes_are_columns_and_each_workload_gets_its_own_recommendation() {
     // `report` over the folder shows the same columns again.
     let again = benchplan(&["report", r.run().to_str().unwrap()]);
     assert!(
-        stdout(&again).contains("| Case | Service | dataset.input_len | Concurrency |"),
+        stdout(&again).contains("| a c=4 in=64 | "),
         "{}",
         stdout(&again)
     );

@@ -8,10 +8,10 @@ use serde_json::{Map, Value};
 
 use super::chart::{Chart, file_part};
 use super::style::{
-    Entry, FONT, Marker, PLOT_WIDTH, SIZE, axis_label, color, draw_slos, err, legend, log_range,
-    log_worthy, mesh, near_data, range, slo_lines,
+    Entry, FONT, Marker, PLOT_WIDTH, SIZE, color, draw_slos, err, legend, log_range, log_worthy,
+    mesh, near_data, range, slo_lines,
 };
-use crate::report::view::CaseView;
+use crate::report::view::{CaseView, axis_label};
 
 /// Points of a CDF: (latency ms, percent at or below), 201 quantiles.
 pub fn points(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {

@@ -8,11 +8,11 @@ use serde_json::{Map, Value};
 
 use super::chart::Chart;
 use super::style::{
-    Entry, FONT, Marker, PLOT_WIDTH, SIZE, axis_label, color, draw_slos, err, legend, log_range,
-    log_worthy, mesh, near_data, range, slo_lines,
+    Entry, FONT, Marker, PLOT_WIDTH, SIZE, color, draw_slos, err, legend, log_range, log_worthy,
+    mesh, near_data, range, slo_lines,
 };
 use crate::plan::params::Metric;
-use crate::report::view::CaseView;
+use crate::report::view::{CaseView, axis_label};
 use crate::slo::{Measured, Stat};
 
 /// One line: a service (and workload), its points in swept order.

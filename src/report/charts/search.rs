@@ -4,7 +4,7 @@
 use plotters::prelude::*;
 
 use super::chart::{Chart, file_part};
-use super::style::{FAIL, FONT, PASS, SIZE, err, range};
+use super::style::{Entry, FAIL, FONT, Marker, PASS, PLOT_WIDTH, SIZE, err, legend, range};
 
 /// One probe of a search, as the chart draws it (the report layer does not read the
 /// optimizer's own types).
@@ -43,8 +43,16 @@ fn svg(title: &str, knob: &str, history: &[Probe], answer: Option<f64>) -> Resul
     {
         let root = SVGBackend::with_string(&mut text, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, (FONT, 18))
+        let root = root.titled(title, (FONT, 18)).map_err(err)?;
+        // The legend in a strip right of the plot, where no probe can be.
+        let (plot, side) = root.split_horizontally(PLOT_WIDTH);
+        let mut entries = vec![Entry {
+            name: "SLO (margin 0)".into(),
+            color: BLACK,
+            dashed: false,
+            marker: Marker::None,
+        }];
+        let mut chart = ChartBuilder::on(&plot)
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(64)
@@ -65,9 +73,7 @@ fn svg(title: &str, knob: &str, history: &[Probe], answer: Option<f64>) -> Resul
                 vec![(xs.start, 0.0), (xs.end, 0.0)],
                 BLACK.stroke_width(1),
             ))
-            .map_err(err)?
-            .label("SLO")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], BLACK.stroke_width(1)));
+            .map_err(err)?;
         if let Some(a) = answer {
             chart
                 .draw_series(DashedLineSeries::new(
@@ -76,9 +82,13 @@ fn svg(title: &str, knob: &str, history: &[Probe], answer: Option<f64>) -> Resul
                     4,
                     PASS.stroke_width(1),
                 ))
-                .map_err(err)?
-                .label(format!("answer {a}"))
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], PASS.stroke_width(1)));
+                .map_err(err)?;
+            entries.push(Entry {
+                name: format!("answer {a}"),
+                color: PASS,
+                dashed: true,
+                marker: Marker::None,
+            });
         }
         chart
             .draw_series(history.iter().map(|s| {
@@ -95,14 +105,15 @@ fn svg(title: &str, knob: &str, history: &[Probe], answer: Option<f64>) -> Resul
                 )
             }))
             .map_err(err)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 12))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        for (name, color) in [("met every SLO", PASS), ("failed one", FAIL)] {
+            entries.push(Entry {
+                name: name.into(),
+                color,
+                dashed: false,
+                marker: Marker::Circle,
+            });
+        }
+        legend(&side, &entries)?;
         root.present().map_err(err)?;
     }
     Ok(text)

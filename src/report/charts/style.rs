@@ -157,21 +157,6 @@ pub fn legend<DB: plotters::prelude::DrawingBackend>(
     Ok(())
 }
 
-/// A matrix value's short label for a legend: `c=2` for max_concurrency, `r=4` for
-/// request_rate, `in=512`/`out=128` for dataset lengths, `n=` for num_prompts, else
-/// the key's last part.
-pub fn axis_label(key: &str, value: &str) -> String {
-    let short = match key {
-        "max_concurrency" => "c",
-        "request_rate" => "r",
-        "dataset.input_len" => "in",
-        "dataset.output_len" => "out",
-        "num_prompts" => "n",
-        k => k.rsplit('.').next().unwrap_or(k),
-    };
-    format!("{short}={value}")
-}
-
 /// The SLO lines a chart draws: those within reach of its data (at most 3× its largest
 /// value); the others would squash the data into a corner, so the legend names them
 /// instead (returned second, as legend entries).
@@ -283,7 +268,5 @@ mod tests {
         assert_eq!(tick(12.34), "12.3");
         assert_eq!(tick(0.125), "0.125");
         assert!(log_worthy(70.0, 5000.0) && !log_worthy(70.0, 700.0) && !log_worthy(0.0, 5.0));
-        assert_eq!(axis_label("max_concurrency", "2"), "c=2");
-        assert_eq!(axis_label("dataset.range_ratio", "0.5"), "range_ratio=0.5");
     }
 }

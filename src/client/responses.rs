@@ -40,6 +40,8 @@ pub struct Usage {
     pub output_tokens: Option<u64>,
     #[serde(default)]
     pub input_tokens_details: Option<Details>,
+    #[serde(default, deserialize_with = "super::chunk::model::lenient_details")]
+    pub output_tokens_details: Option<super::chunk::CompletionDetails>,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize)]
@@ -51,14 +53,25 @@ pub struct Details {
 /// What an event means for the measurement.
 #[derive(Debug, PartialEq)]
 pub enum Meaning<'a> {
-    /// A token event; the text it adds to the generated text ("" for reasoning).
+    /// A token event of the answer; the text it adds to the generated text.
     Token(Cow<'a, str>),
+    /// A token event of the reasoning (vLLM counts it; it adds no text).
+    Reasoning,
     /// The answer is complete; its usage, when it carries one.
-    End(Option<(Option<u64>, Option<u64>, Option<u64>)>),
+    End(Option<Counts>),
     /// The server says the answer failed.
     Failed(String),
     /// Bookkeeping (`response.created`, `…added`, `…done`, an empty delta).
     Other,
+}
+
+/// A completed response's usage: input, output, cached input and reasoning tokens.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Counts {
+    pub input: Option<u64>,
+    pub output: Option<u64>,
+    pub cached: Option<u64>,
+    pub reasoning: Option<u64>,
 }
 
 /// The meaning of one event; `sse_event` is its `event:` line, used when the JSON has
@@ -75,18 +88,21 @@ pub fn read<'a>(sse_event: Option<&[u8]>, data: &'a [u8]) -> Result<Meaning<'a>,
             let output = kind == "response.output_text.delta";
             match e.delta {
                 Some(d) if !d.is_empty() => {
-                    Meaning::Token(if output { d } else { Cow::Borrowed("") })
+                    if output {
+                        Meaning::Token(d)
+                    } else {
+                        Meaning::Reasoning
+                    }
                 }
                 _ => Meaning::Other,
             }
         }
         "response.completed" | "response.incomplete" => {
-            Meaning::End(e.response.and_then(|r| r.usage).map(|u| {
-                (
-                    u.input_tokens,
-                    u.output_tokens,
-                    u.input_tokens_details.and_then(|d| d.cached_tokens),
-                )
+            Meaning::End(e.response.and_then(|r| r.usage).map(|u| Counts {
+                input: u.input_tokens,
+                output: u.output_tokens,
+                cached: u.input_tokens_details.and_then(|d| d.cached_tokens),
+                reasoning: u.output_tokens_details.and_then(|d| d.reasoning_tokens),
             }))
         }
         "response.failed" => Meaning::Failed(
@@ -116,7 +132,7 @@ mod tests {
         );
         assert_eq!(
             m(r#"{"type":"response.reasoning_text.delta","delta":"think"}"#),
-            Meaning::Token(Cow::Borrowed(""))
+            Meaning::Reasoning
         );
         assert_eq!(
             m(r#"{"type":"response.output_text.delta","delta":""}"#),
@@ -128,9 +144,14 @@ mod tests {
         );
         assert_eq!(
             m(
-                r#"{"type":"response.completed","response":{"usage":{"input_tokens":5,"output_tokens":7,"input_tokens_details":{"cached_tokens":2}}}}"#
+                r#"{"type":"response.completed","response":{"usage":{"input_tokens":5,"output_tokens":7,"input_tokens_details":{"cached_tokens":2},"output_tokens_details":{"reasoning_tokens":3}}}}"#
             ),
-            Meaning::End(Some((Some(5), Some(7), Some(2))))
+            Meaning::End(Some(Counts {
+                input: Some(5),
+                output: Some(7),
+                cached: Some(2),
+                reasoning: Some(3)
+            }))
         );
         assert_eq!(
             m(r#"{"type":"response.incomplete","response":{}}"#),

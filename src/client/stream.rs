@@ -269,6 +269,24 @@ impl Events<'_> {
         self.out.text.push_str(text);
     }
 
+    /// Output on `channel` at `now`: when the first output on any channel came, and
+    /// the answer's first and last (vLLM's token events stay as they are; these are
+    /// beside them, for `benchplan.reasoning`).
+    fn channel(&mut self, channel: chunk::Channel, now: Instant) {
+        if channel == chunk::Channel::None {
+            return;
+        }
+        let at = (now - self.sent).as_secs_f64();
+        self.out.first_any.get_or_insert(at);
+        match channel {
+            chunk::Channel::Reasoning => self.out.reasoning_events += 1,
+            _ => {
+                self.out.first_answer.get_or_insert(at);
+                self.out.last_answer = Some(at);
+            }
+        }
+    }
+
     /// One event of a Responses API stream (see [`super::responses`]).
     fn responses_event(&mut self, ev: SseEvent<'_>, now: Instant) {
         use super::responses::{Meaning, read};
@@ -277,12 +295,20 @@ impl Events<'_> {
             return;
         }
         match read(ev.event, ev.data) {
-            Ok(Meaning::Token(text)) => self.token(&text, now),
+            Ok(Meaning::Token(text)) => {
+                self.token(&text, now);
+                self.channel(chunk::Channel::Answer, now);
+            }
+            Ok(Meaning::Reasoning) => {
+                self.token("", now);
+                self.channel(chunk::Channel::Reasoning, now);
+            }
             Ok(Meaning::End(usage)) => {
-                if let Some((prompt, completion, cached)) = usage {
-                    self.out.usage_prompt = prompt.or(self.out.usage_prompt);
-                    self.out.usage_completion = completion.or(self.out.usage_completion);
-                    self.out.cached_tokens = cached.or(self.out.cached_tokens);
+                if let Some(u) = usage {
+                    self.out.usage_prompt = u.input.or(self.out.usage_prompt);
+                    self.out.usage_completion = u.output.or(self.out.usage_completion);
+                    self.out.cached_tokens = u.cached.or(self.out.cached_tokens);
+                    self.out.usage_reasoning = u.reasoning.or(self.out.usage_reasoning);
                 }
                 self.out.done = true;
             }
@@ -336,9 +362,14 @@ impl Events<'_> {
                 self.out.server_ttft = Some(t / 1e3);
             }
         }
+        self.channel(c.channel(self.api), now);
         if let Some(text) = c.token(self.api) {
             self.token(text, now);
         } else if let Some(u) = c.usage {
+            self.out.usage_reasoning = u
+                .completion_tokens_details
+                .and_then(|d| d.reasoning_tokens)
+                .or(self.out.usage_reasoning);
             self.out.usage_completion = u.completion_tokens.or(self.out.usage_completion);
             self.out.usage_prompt = u.prompt_tokens.or(self.out.usage_prompt);
             self.out.cached_tokens = u

@@ -4,6 +4,7 @@
 pub mod checks;
 pub mod hist;
 pub mod oversaturation;
+pub mod reasoning;
 pub mod record;
 pub mod sample;
 pub mod significance;

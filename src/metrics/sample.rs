@@ -45,6 +45,18 @@ pub struct Sample {
     /// `metrics.queue_time_ms` / `metrics.time_to_first_token_ms`.
     pub server_queue_time: Option<f64>,
     pub server_ttft: Option<f64>,
+    /// Seconds from the start to the first output on any channel, reasoning included
+    /// (`reasoning_content` too, which is no token event for vLLM's client).
+    pub first_any: Option<f64>,
+    /// Seconds from the start to the first and the last event of the answer (content
+    /// or tool calls, not reasoning).
+    pub first_answer: Option<f64>,
+    pub last_answer: Option<f64>,
+    /// Events that carried reasoning only.
+    pub reasoning_events: u32,
+    /// `usage.completion_tokens_details.reasoning_tokens` (the Responses API's
+    /// `output_tokens_details`), when the server sent it.
+    pub usage_reasoning: Option<u64>,
     /// The generated text (what the token events carried; empty for a failure, as
     /// vLLM keeps it).
     pub text: String,

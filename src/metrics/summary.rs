@@ -151,6 +151,9 @@ pub struct Summary {
     pub accounting: super::checks::TokenAccounting,
     /// An open-loop case's send rate against the one it asked for.
     pub load: Option<SendRate>,
+    /// A reasoning model's time to its first token and to its answer, and its
+    /// reasoning tokens (`benchplan.reasoning`); None when no request reasoned.
+    pub reasoning: Option<super::reasoning::Reasoning>,
 }
 
 /// How fast an open-loop case's requests went out, against its schedule.
@@ -466,6 +469,7 @@ pub fn summarize(
         e2el_q.push(o.latency + r.client_queue_time());
     }
     if !pooling {
+        s.reasoning = super::reasoning::Reasoning::of(&ok, &ok_outputs);
         s.delivery = super::checks::Delivery::of(&ok);
         s.accounting = super::checks::TokenAccounting::of(
             &ok,

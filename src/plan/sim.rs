@@ -138,6 +138,35 @@ pub struct SimParams {
     /// conditional). Only the `vllm:spec_decode_*` counters change, not the timing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spec_decode_acceptance: Option<Vec<f64>>,
+    /// A reasoning model: the first this many tokens of each streamed chat or
+    /// Responses answer are reasoning (on `reasoning_field`), the rest the answer;
+    /// usage counts them in `completion_tokens_details.reasoning_tokens`. Tests know
+    /// both the first token's time and the first answer's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    /// Which delta field carries reasoning: `reasoning` (vLLM 0.33's server, a token
+    /// event for vLLM's client) or `reasoning_content` (DeepSeek and older vLLM; not
+    /// a token event for vLLM's client).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_field: Option<ReasoningField>,
+}
+
+/// The delta field a simulated reasoning model streams its reasoning in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningField {
+    #[default]
+    Reasoning,
+    ReasoningContent,
+}
+
+impl ReasoningField {
+    pub fn key(self) -> &'static str {
+        match self {
+            ReasoningField::Reasoning => "reasoning",
+            ReasoningField::ReasoningContent => "reasoning_content",
+        }
+    }
 }
 
 /// A simulator service: a preset plus any parameters on top.

@@ -73,6 +73,8 @@ pub struct CaseView {
     pub label: String,
     /// The steady window: where it is and what it measured beside the whole run.
     pub steady: Option<SteadyView>,
+    /// A reasoning model's times to its first token and to its answer.
+    pub reasoning: Option<crate::results::read::ReasoningFigures>,
     /// An open loop whose queue grew without bound: OVERSATURATED, when and at what rate.
     pub oversaturated: Option<String>,
     /// How busy the measuring machine was over the case (`benchplan.machine`).
@@ -371,6 +373,7 @@ pub fn case_view(
         axes: indexmap::IndexMap::new(),
         label: String::new(),
         steady: None,
+        reasoning: None,
         oversaturated: None,
         machine: None,
         trace: None,
@@ -394,6 +397,7 @@ pub fn case_view(
     v.itl_p99 = f.latency(P99, Metric::Itl);
     v.e2el_p99 = f.latency(P99, Metric::E2el);
     v.steady = steady_view(&f);
+    v.reasoning = f.reasoning();
     v.machine = f.machine();
     v.trace = f.trace();
     v.oversaturated = f.oversaturation().map(|(at, rate, stopped)| {

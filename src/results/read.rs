@@ -152,6 +152,20 @@ pub struct ServerSeries {
     pub kv_cache_usage_pct: Vec<(f64, f64)>,
 }
 
+/// A reasoning case's figures as a report shows them ([`CaseFile::reasoning`]); times
+/// in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ReasoningFigures {
+    pub ttft_any_mean: Option<f64>,
+    pub ttfo_mean: Option<f64>,
+    pub ttfo_p99: Option<f64>,
+    pub reasoning_mean: Option<f64>,
+    pub tpot_answer_mean: Option<f64>,
+    pub reasoning_tokens: Option<u64>,
+    /// `usage`, `events` or `mixed` (server text: escaped where it lands).
+    pub source: Option<String>,
+}
+
 /// A case's measuring-machine figures as its result keeps them (see `load::machine`).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct MachineFigures {
@@ -401,6 +415,26 @@ impl<'a> CaseFile<'a> {
         self.number("request_throughput")
     }
 
+    /// A reasoning case's figures (`benchplan.reasoning`): the means and P99s of its
+    /// times to the first token on any channel and to the answer, its reasoning
+    /// time, the answer's TPOT, and its reasoning tokens.
+    pub fn reasoning(&self) -> Option<ReasoningFigures> {
+        let r = self.block()?.get("reasoning")?;
+        let stat = |k: &str, s: &str| r.get(k).and_then(|m| m.get(s)).and_then(Value::as_f64);
+        Some(ReasoningFigures {
+            ttft_any_mean: stat("ttft_any_ms", "mean"),
+            ttfo_mean: stat("ttfo_ms", "mean"),
+            ttfo_p99: stat("ttfo_ms", "p99"),
+            reasoning_mean: stat("reasoning_ms", "mean"),
+            tpot_answer_mean: stat("tpot_answer_ms", "mean"),
+            reasoning_tokens: r.get("reasoning_tokens").and_then(Value::as_u64),
+            source: r
+                .get("reasoning_tokens_source")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        })
+    }
+
     /// The measured run's length in seconds (vLLM's `duration`).
     pub fn duration(&self) -> Option<f64> {
         self.number("duration")
@@ -467,6 +501,24 @@ impl<'a> CaseFile<'a> {
             out.extend(b.iter().map(|(k, v)| (k.clone(), v)));
             if let Some(Value::Object(e)) = b.get("errors_by_kind") {
                 out.extend(e.iter().map(|(k, v)| (format!("errors_{k}"), v)));
+            }
+            // A reasoning case's figures under the names of vLLM's keys
+            // (`mean_ttfo_ms`, `p99_ttft_any_ms`, …) and its token counts.
+            if let Some(Value::Object(r)) = b.get("reasoning") {
+                for (k, v) in r {
+                    match v {
+                        Value::Object(stats) => out.extend(
+                            stats
+                                .iter()
+                                .filter(|(stat, _)| *stat != "n")
+                                .map(|(stat, x)| (format!("{stat}_{k}"), x)),
+                        ),
+                        Value::Number(_) if k.ends_with("_tokens") => {
+                            out.push((k.clone(), v));
+                        }
+                        _ => {}
+                    }
+                }
             }
             // A trace case's reuse, one column each (`trace_expected_reuse`, …).
             if let Some(Value::Object(t)) = b.get("trace") {

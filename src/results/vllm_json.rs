@@ -263,6 +263,9 @@ fn benchplan_block(s: &Summary, detailed: bool, extras: Map<String, Value>) -> M
     if let Some(l) = &s.load {
         b.insert("send_rate".into(), json!(l));
     }
+    if let Some(r) = &s.reasoning {
+        b.insert("reasoning".into(), json!(r));
+    }
     b.insert("histograms_us".into(), encoded_histograms(s));
     let c = &s.connections;
     let mut conn = Map::new();

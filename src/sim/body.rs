@@ -62,6 +62,12 @@ pub struct SseStream {
     pub cut: Option<Pin<Box<tokio::time::Sleep>>>,
     /// Send times of this stream's messages, when the simulator records them.
     pub trace: Option<super::timings::Trace>,
+    /// The first this many tokens are reasoning (chat and Responses streams; 0 for
+    /// completions), sent on `reasoning_key` (chat) or as reasoning-text events.
+    pub reasoning_tokens: u64,
+    pub reasoning_key: &'static str,
+    /// The Responses reasoning delta event up to its text (empty for other APIs).
+    pub reasoning_head: String,
 }
 
 impl SseStream {
@@ -88,12 +94,44 @@ impl SseStream {
             buf.extend_from_slice(br#""delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#);
             buf.extend_from_slice(b"\n\n");
         }
+        // Tokens below `reasoning_tokens` are reasoning: a chunk that spans the
+        // boundary goes out as two, the reasoning first.
+        let end = start + n;
+        let split = end.min(self.reasoning_tokens).max(start);
+        if split > start {
+            let done = if split == end { finish } else { None };
+            self.chat_chunk(start, split, true, done, buf);
+        }
+        if end > split {
+            self.chat_chunk(split, end, false, finish, buf);
+        }
+        if finish.is_some() {
+            self.finish(cached_tokens, buf);
+        }
+        Ok(())
+    }
+
+    /// One chat or completions chunk carrying tokens `from..to`, as reasoning or as
+    /// the answer, with the finish reason when it is the last.
+    fn chat_chunk(
+        &mut self,
+        from: u64,
+        to: u64,
+        reasoning: bool,
+        finish: Option<super::engine::Finish>,
+        buf: &mut BytesMut,
+    ) {
         buf.extend_from_slice(self.head.as_bytes());
-        buf.extend_from_slice(match self.api {
-            Api::Completions => br#""text":""#.as_slice(),
-            _ => br#""delta":{"content":""#.as_slice(),
-        });
-        for i in start..start + n {
+        match (self.api, reasoning) {
+            (Api::Completions, _) => buf.extend_from_slice(br#""text":""#),
+            (_, false) => buf.extend_from_slice(br#""delta":{"content":""#),
+            (_, true) => {
+                buf.extend_from_slice(br#""delta":{""#);
+                buf.extend_from_slice(self.reasoning_key.as_bytes());
+                buf.extend_from_slice(br#"":""#);
+            }
+        }
+        for i in from..to {
             buf.extend_from_slice(output_token(&self.table, self.seed, i).1.as_bytes());
         }
         buf.extend_from_slice(match self.api {
@@ -109,22 +147,19 @@ impl SseStream {
             }
         }
         buf.extend_from_slice(b"}]");
-        self.completion_tokens = start + n;
+        self.completion_tokens = to;
         if self.continuous_usage {
             let (p, c) = (self.prompt_tokens, self.completion_tokens);
             buf.extend_from_slice(
                 format!(
-                    r#","usage":{{"prompt_tokens":{p},"total_tokens":{},"completion_tokens":{c}}}"#,
-                    p + c
+                    r#","usage":{{"prompt_tokens":{p},"total_tokens":{},"completion_tokens":{c}{}}}"#,
+                    p + c,
+                    reasoning_details(self.reasoning_tokens, c)
                 )
                 .as_bytes(),
             );
         }
         buf.extend_from_slice(b"}\n\n");
-        if finish.is_some() {
-            self.finish(cached_tokens, buf);
-        }
-        Ok(())
     }
 
     /// A Responses stream: `response.created` before the first delta, one
@@ -146,12 +181,21 @@ impl SseStream {
             buf.extend_from_slice(br#""status":"in_progress","output":[],"usage":null}}"#);
             buf.extend_from_slice(b"\n\n");
         }
-        buf.extend_from_slice(self.head.as_bytes());
-        for i in start..start + n {
-            buf.extend_from_slice(output_token(&self.table, self.seed, i).1.as_bytes());
+        let end = start + n;
+        let split = end.min(self.reasoning_tokens).max(start);
+        for (from, to, head) in [
+            (start, split, &self.reasoning_head),
+            (split, end, &self.head),
+        ] {
+            if to > from {
+                buf.extend_from_slice(head.as_bytes());
+                for i in from..to {
+                    buf.extend_from_slice(output_token(&self.table, self.seed, i).1.as_bytes());
+                }
+                buf.extend_from_slice(b"\"}\n\n");
+            }
         }
-        buf.extend_from_slice(b"\"}\n\n");
-        self.completion_tokens = start + n;
+        self.completion_tokens = end;
         if finish.is_some() {
             let (p, c) = (self.prompt_tokens, self.completion_tokens);
             buf.extend_from_slice(
@@ -160,7 +204,8 @@ impl SseStream {
             buf.extend_from_slice(self.usage_head.as_bytes());
             buf.extend_from_slice(
                 format!(
-                    r#""status":"completed","output":[],"usage":{{"input_tokens":{p},"input_tokens_details":{{"cached_tokens":{cached_tokens}}},"output_tokens":{c},"output_tokens_details":{{"reasoning_tokens":0}},"total_tokens":{}}}}}}}"#,
+                    r#""status":"completed","output":[],"usage":{{"input_tokens":{p},"input_tokens_details":{{"cached_tokens":{cached_tokens}}},"output_tokens":{c},"output_tokens_details":{{"reasoning_tokens":{}}},"total_tokens":{}}}}}}}"#,
+                    self.reasoning_tokens.min(c),
                     p + c
                 )
                 .as_bytes(),
@@ -174,14 +219,31 @@ impl SseStream {
     fn finish(&mut self, cached_tokens: u64, buf: &mut BytesMut) {
         if self.include_usage {
             buf.extend_from_slice(self.usage_head.as_bytes());
-            buf.extend_from_slice(
-                usage_json(self.prompt_tokens, self.completion_tokens, cached_tokens).as_bytes(),
-            );
+            let (p, c) = (self.prompt_tokens, self.completion_tokens);
+            let usage = usage_json(p, c, cached_tokens);
+            // vLLM's usage closes with the cached tokens' object: the reasoning count
+            // goes before the usage object's own closing brace.
+            let details = reasoning_details(self.reasoning_tokens, c);
+            buf.extend_from_slice(&usage.as_bytes()[..usage.len() - 1]);
+            buf.extend_from_slice(details.as_bytes());
+            buf.extend_from_slice(b"}");
             buf.extend_from_slice(b"}\n\n");
         }
         buf.extend_from_slice(b"data: [DONE]\n\n");
         self.finished = true;
     }
+}
+
+/// `,"completion_tokens_details":{"reasoning_tokens":N}` for a reasoning answer of
+/// `completion` tokens so far; empty without reasoning.
+fn reasoning_details(reasoning_tokens: u64, completion: u64) -> String {
+    if reasoning_tokens == 0 {
+        return String::new();
+    }
+    format!(
+        r#","completion_tokens_details":{{"reasoning_tokens":{}}}"#,
+        reasoning_tokens.min(completion)
+    )
 }
 
 /// `"choices":[],"usage":{…}` as vLLM writes it in the final chunk.

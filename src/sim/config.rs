@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::plan::sim::{FailureType, Preset, SimParams, SimSpec};
+use crate::plan::sim::{FailureType, Preset, ReasoningField, SimParams, SimSpec};
 
 /// Every simulator parameter, resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +39,9 @@ pub struct SimConfig {
     pub seed: u64,
     /// Conditional acceptance per draft position; empty: no speculative decoding.
     pub spec_decode_acceptance: Vec<f64>,
+    /// Reasoning tokens before each streamed chat or Responses answer, and their field.
+    pub reasoning_tokens: u64,
+    pub reasoning_field: ReasoningField,
     /// Embedding vector length for /v1/embeddings.
     pub embedding_dim: usize,
     /// Keep each streamed request's actual send times for `GET /sim/timings`
@@ -77,6 +80,8 @@ impl SimConfig {
             tokenizer: None,
             seed: 0,
             spec_decode_acceptance: Vec::new(),
+            reasoning_tokens: 0,
+            reasoning_field: ReasoningField::Reasoning,
             embedding_dim: 64,
             record_timings: false,
         };
@@ -175,6 +180,8 @@ impl SimConfig {
         }
         set!(seed);
         set!(spec_decode_acceptance);
+        set!(reasoning_tokens);
+        set!(reasoning_field);
     }
 
     /// Latency multiplier with `running` sequences: 1 at one, `time_factor_under_load`

@@ -110,6 +110,12 @@ fn sample_of(o: &Value) -> Sample {
         input_audio_duration: f("input_audio_duration"),
         server_queue_time: o["server_queue_time"].as_f64(),
         server_ttft: o["server_ttft"].as_f64(),
+        // vLLM's output keeps no channel: every fixture is an answer without reasoning.
+        first_any: None,
+        first_answer: None,
+        last_answer: None,
+        reasoning_events: 0,
+        usage_reasoning: None,
         text: o["generated_text"].as_str().unwrap().to_string(),
         error: (!error.is_empty()).then(|| RequestError {
             kind: "fixture".into(),

@@ -20,6 +20,7 @@ mod optimize;
 mod parity;
 mod plans;
 mod props;
+mod reasoning;
 mod reports;
 mod responses;
 mod run_plan;

@@ -12,7 +12,8 @@
 //! not part of the generated text.
 
 pub use model::{
-    Api, Choice, Chunk, Delta, FirstChoice, PromptDetails, ServerTimes, Truthy, Usage,
+    Api, Channel, Choice, Chunk, CompletionDetails, Delta, FirstChoice, PromptDetails, ServerTimes,
+    Truthy, Usage,
 };
 
 pub mod model;
@@ -74,6 +75,56 @@ mod tests {
         let c = parse(br#"{"choices":null,"usage":null}"#).unwrap();
         assert!(!c.choices.present && c.usage.is_none());
         assert!(parse(b"{not json").is_err());
+    }
+
+    /// Which channel a chunk's output is on, and the server's reasoning count read
+    /// leniently: a hostile value is absent, never a failed chunk.
+    #[test]
+    fn reasoning_is_its_own_channel_and_its_count_never_fails_a_chunk() {
+        let ch = |json: &str| parse(json.as_bytes()).unwrap().channel(Api::Chat);
+        assert_eq!(
+            ch(r#"{"choices":[{"delta":{"reasoning":"Let"}}]}"#),
+            Channel::Reasoning
+        );
+        assert_eq!(
+            ch(r#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#),
+            Channel::Reasoning
+        );
+        assert_eq!(
+            ch(r#"{"choices":[{"delta":{"content":"Hi"}}]}"#),
+            Channel::Answer
+        );
+        assert_eq!(
+            ch(r#"{"choices":[{"delta":{"content":"Hi","reasoning":"x"}}]}"#),
+            Channel::Answer
+        );
+        assert_eq!(
+            ch(r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#),
+            Channel::None
+        );
+        let reasoning = |usage: &str| {
+            parse(format!(r#"{{"choices":[],"usage":{usage}}}"#).as_bytes())
+                .unwrap()
+                .usage
+                .unwrap()
+                .completion_tokens_details
+                .and_then(|d| d.reasoning_tokens)
+        };
+        assert_eq!(
+            reasoning(
+                r#"{"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":7}}"#
+            ),
+            Some(7)
+        );
+        for hostile in [
+            r#"{"completion_tokens_details":{"reasoning_tokens":-1}}"#,
+            r#"{"completion_tokens_details":{"reasoning_tokens":"7"}}"#,
+            r#"{"completion_tokens_details":{"reasoning_tokens":2.5}}"#,
+            r#"{"completion_tokens_details":"lots"}"#,
+            r#"{"completion_tokens_details":null}"#,
+        ] {
+            assert_eq!(reasoning(hostile), None, "{hostile}");
+        }
     }
 
     #[test]

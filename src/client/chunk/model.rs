@@ -45,6 +45,10 @@ pub struct Delta<'a> {
     pub role: Truthy,
     #[serde(default)]
     pub reasoning: Truthy,
+    /// DeepSeek's and older vLLM's reasoning field: output, but no token event for
+    /// vLLM 0.33's client.
+    #[serde(default)]
+    pub reasoning_content: Truthy,
     #[serde(default)]
     pub tool_calls: Truthy,
     #[serde(default)]
@@ -64,6 +68,28 @@ pub struct Usage {
     pub completion_tokens: Option<u64>,
     #[serde(default)]
     pub prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default, deserialize_with = "lenient_details")]
+    pub completion_tokens_details: Option<CompletionDetails>,
+}
+
+/// `usage.completion_tokens_details`: how many of the output tokens were reasoning.
+/// Server text: a count that is not a whole number reads as absent, never as a
+/// failed chunk.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
+pub struct CompletionDetails {
+    #[serde(default, deserialize_with = "lenient_count")]
+    pub reasoning_tokens: Option<u64>,
+}
+
+fn lenient_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(serde_json::Value::deserialize(d)?.as_u64())
+}
+
+/// The details object, or None when it is not one (a string, a list).
+pub fn lenient_details<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<CompletionDetails>, D::Error> {
+    Ok(serde_json::from_value(serde_json::Value::deserialize(d)?).ok())
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
@@ -83,6 +109,15 @@ pub struct ServerTimes {
 
 /// Which API's rules decide what a token event is (the backend table names it).
 pub use crate::plan::backend::Api;
+
+/// Which channel a chunk's output is on: a reasoning model's reasoning, or the
+/// answer (content, tool calls); `None` for a chunk without output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    None,
+    Reasoning,
+    Answer,
+}
 
 impl Chunk<'_> {
     /// Whether this chunk is a token event (see the module docs), and the text it adds
@@ -105,6 +140,29 @@ impl Chunk<'_> {
                 output.then(|| content.unwrap_or(""))
             }
             Api::Responses => None,
+        }
+    }
+
+    /// The channel of this chunk's output, whatever vLLM's rule makes of it as a token
+    /// event: reasoning (`reasoning` or `reasoning_content`, with no content or tool
+    /// call beside it) or the answer (any other output).
+    pub fn channel(&self, api: Api) -> Channel {
+        if matches!(api, Api::Chat | Api::Transcription) {
+            if let Some(d) = self.choices.first.as_ref().and_then(|c| c.delta.as_ref()) {
+                let content = d.content.as_deref().is_some_and(|c| !c.is_empty());
+                if (d.reasoning.0 || d.reasoning_content.0)
+                    && !content
+                    && !d.tool_calls.0
+                    && !d.function_call.0
+                {
+                    return Channel::Reasoning;
+                }
+            }
+        }
+        if self.token(api).is_some() {
+            Channel::Answer
+        } else {
+            Channel::None
         }
     }
 }

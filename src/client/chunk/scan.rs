@@ -289,13 +289,14 @@ impl<'a> Scan<'a> {
 
     fn delta(&mut self) -> Option<Delta<'a>> {
         let mut d = Delta::default();
-        let mut seen = [false; 5];
-        const KEYS: [&str; 5] = [
+        let mut seen = [false; 6];
+        const KEYS: [&str; 6] = [
             "content",
             "role",
             "reasoning",
             "tool_calls",
             "function_call",
+            "reasoning_content",
         ];
         self.object(|s, key| {
             let Some(slot) = slot(&mut seen, &KEYS, key)? else {
@@ -306,7 +307,8 @@ impl<'a> Scan<'a> {
                 1 => d.role = s.truthy()?,
                 2 => d.reasoning = s.truthy()?,
                 3 => d.tool_calls = s.truthy()?,
-                _ => d.function_call = s.truthy()?,
+                4 => d.function_call = s.truthy()?,
+                _ => d.reasoning_content = s.truthy()?,
             }
             Some(())
         })?;

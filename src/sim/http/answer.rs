@@ -238,6 +238,14 @@ fn streamed(
     } = named;
     let model = serde_json::to_string(&state.config.model).expect("string serialises");
     let option = |key: &str| body.pointer(key).and_then(Value::as_bool) == Some(true);
+    let reasoning_head = if api == Api::Responses {
+        format!(
+            r#"event: response.reasoning_text.delta{nl}data: {{"type":"response.reasoning_text.delta","item_id":"rs_{n}","output_index":0,"content_index":0,"delta":""#,
+            nl = "\n"
+        )
+    } else {
+        String::new()
+    };
     let (head, usage_head) = if api == Api::Responses {
         (
             format!(
@@ -269,6 +277,14 @@ fn streamed(
         completion_tokens: 0,
         cut: None,
         trace,
+        // Completions and transcriptions have no reasoning channel.
+        reasoning_tokens: if matches!(api, Api::Chat | Api::Responses) {
+            state.config.reasoning_tokens
+        } else {
+            0
+        },
+        reasoning_key: state.config.reasoning_field.key(),
+        reasoning_head,
     };
     Response::builder()
         .header("content-type", "text/event-stream")

@@ -1,0 +1,121 @@
+//! A reasoning model's time, against the simulator's ground truth: it reasons for a
+//! known number of tokens at a known pace before it answers, so the time to the first
+//! token on any channel, the time to the answer and the reasoning between them are
+//! known; vLLM's own keys stay what vLLM's client computes on each reasoning field.
+
+use crate::support::{read_json, tempdir};
+use crate::window::{case_file, run_plan};
+
+/// ground-truth: prefill 20 ms, ITL 10 ms, no jitter. 20 reasoning tokens, then 12
+/// answer tokens: the answer starts 20 decode steps (200 ms) after the first token.
+fn plan(backend: &str, field: &str) -> String {
+    format!(
+        r#"
+[services.sim]
+sim = {{ preset = "ground-truth", reasoning_tokens = 20, reasoning_field = "{field}" }}
+[defaults]
+backend = "{backend}"
+dataset = {{ name = "random", input_len = 16, output_len = 32 }}
+num_prompts = 6
+max_concurrency = 1
+"#
+    )
+}
+
+/// The tolerance of the other timing tests (`sim_timing`): 3 ms on a mean TTFT.
+const TOL_MS: f64 = 3.0;
+
+fn reasoning_of(backend: &str, field: &str) -> (serde_json::Value, serde_json::Value) {
+    let dir = tempdir("reasoning");
+    let run = run_plan(&dir, "r", &plan(backend, field), &[], 0);
+    let r = read_json(&case_file(&run));
+    // The report's section and summary.csv's columns, under vLLM's key names.
+    let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        md.contains("### Reasoning") && md.contains("| sim c=1 | "),
+        "{md}"
+    );
+    let csv = std::fs::read_to_string(run.join("summary.csv")).unwrap();
+    let header = csv.lines().next().unwrap();
+    for col in [
+        "mean_ttft_any_ms",
+        "p99_ttfo_ms",
+        "mean_reasoning_ms",
+        "reasoning_tokens",
+    ] {
+        assert!(header.split(',').any(|c| c == col), "no {col} in {header}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    let block = r["benchplan"]["reasoning"].clone();
+    assert!(block.is_object(), "no benchplan.reasoning in {r:#}");
+    (r, block)
+}
+
+fn ms(block: &serde_json::Value, key: &str, stat: &str) -> f64 {
+    block[key][stat]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key}.{stat} in {block:#}"))
+}
+
+#[test]
+fn reasoning_time_and_tokens_are_the_injected_ones_on_each_field_and_api() {
+    let _cpu = crate::support::heavy();
+    for (backend, field) in [
+        ("openai-chat", "reasoning"),
+        ("openai-chat", "reasoning_content"),
+        ("openai-responses", "reasoning"),
+    ] {
+        let (r, b) = reasoning_of(backend, field);
+        let at = format!("{backend} on `{field}`");
+        // Exact counts: 20 of each request's 32 output tokens, from the server's usage.
+        assert_eq!(b["requests"], 6, "{at}: {b:#}");
+        assert_eq!(b["requests_with_reasoning"], 6, "{at}");
+        assert_eq!(b["reasoning_tokens"], 120, "{at}: {b:#}");
+        assert_eq!(b["answer_tokens"], 72, "{at}: {b:#}");
+        assert_eq!(b["reasoning_tokens_source"], "usage", "{at}");
+        // The times: reasoning is TTFO − TTFT (any) = 20 decode steps of 10 ms.
+        let any = ms(&b, "ttft_any_ms", "mean");
+        let ttfo = ms(&b, "ttfo_ms", "mean");
+        let thinking = ms(&b, "reasoning_ms", "mean");
+        assert!((any - 20.0).abs() < TOL_MS, "{at}: TTFT (any) {any}");
+        assert!(
+            (thinking - 200.0).abs() < TOL_MS,
+            "{at}: reasoning {thinking}"
+        );
+        assert!((ttfo - any - thinking).abs() < 1e-6, "{at}");
+        // The answer's own pace is the injected ITL.
+        let tpot = ms(&b, "tpot_answer_ms", "mean");
+        assert!((tpot - 10.0).abs() < 0.5, "{at}: answer TPOT {tpot}");
+        // vLLM's TTFT: the first token event, which a `reasoning_content` delta is not.
+        let vllm_ttft = r["mean_ttft_ms"].as_f64().unwrap();
+        let expected = if field == "reasoning_content" {
+            ttfo
+        } else {
+            any
+        };
+        assert!(
+            (vllm_ttft - expected).abs() < 1e-6,
+            "{at}: vLLM's TTFT {vllm_ttft}, expected {expected}"
+        );
+    }
+}
+
+/// No reasoning, no block: a result of a plain model is what it was.
+#[test]
+fn a_model_that_does_not_reason_has_no_reasoning_block() {
+    let dir = tempdir("no-reasoning");
+    let run = run_plan(
+        &dir,
+        "r",
+        &plan("openai-chat", "reasoning").replace("reasoning_tokens = 20, ", ""),
+        &[],
+        0,
+    );
+    let r = read_json(&case_file(&run));
+    assert!(
+        r["benchplan"].get("reasoning").is_none(),
+        "{:#}",
+        r["benchplan"]
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -366,6 +366,9 @@ pub fn summarize(
     let (mut ttfts, mut tpots, mut all_tpots, mut itls, mut e2els) =
         (vec![], vec![], vec![], vec![], vec![]);
     let (mut queue, mut e2el_q, mut lags) = (vec![], vec![], vec![]);
+    // The first answer token's time; a request without channel information (a result
+    // read back, vLLM's own) answered at its first token; one that only reasoned has none.
+    let mut ttfos = vec![];
     // Requests counted by usage, by the tokenizer, as one token, and by their events
     // (usage that could not be true).
     let mut sources = (0u64, 0u64, 0u64, 0u64);
@@ -464,6 +467,11 @@ pub fn summarize(
         all_tpots.push(tpot);
         itls.extend_from_slice(&o.itl);
         ttfts.push(o.ttft);
+        match o.first_answer {
+            Some(a) => ttfos.push(a),
+            None if o.reasoning_events == 0 => ttfos.push(o.ttft),
+            None => {}
+        }
         e2els.push(o.latency);
         queue.push(r.client_queue_time());
         e2el_q.push(o.latency + r.client_queue_time());
@@ -536,6 +544,7 @@ pub fn summarize(
     for m in params.percentile_metrics() {
         let values: &[f64] = match m {
             Metric::Ttft if token_metrics => &ttfts,
+            Metric::Ttfo if token_metrics => &ttfos,
             Metric::Tpot if token_metrics => &tpots,
             Metric::Itl if token_metrics => &itls,
             Metric::E2el => &e2els,
@@ -564,6 +573,11 @@ pub fn summarize(
             ("tpot", &tpots[..]),
             ("itl", &itls[..]),
         ]);
+        // TTFO's own samples, for the compare gate's p-value, where it is judged or
+        // differs from TTFT.
+        if s.reasoning.is_some() || params.percentile_metrics().contains(&Metric::Ttfo) {
+            hists.push(("ttfo", &ttfos[..]));
+        }
     }
     for (name, values) in hists {
         s.histograms

@@ -154,6 +154,8 @@ impl MetricDef {
 /// Every metric benchplan judges or compares.
 pub const METRICS: &[MetricDef] = &[
     latency(Metric::Ttft, "ttft", "TTFT"),
+    // A reasoning model's time to its answer (see `metrics::reasoning`).
+    latency(Metric::Ttfo, "ttfo", "TTFO"),
     latency(Metric::Tpot, "tpot", "TPOT"),
     latency(Metric::Itl, "itl", "ITL"),
     latency(Metric::E2el, "e2el", "E2EL"),

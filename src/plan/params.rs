@@ -18,6 +18,9 @@ use super::units::{Burstiness, Dur, Percent, Rate};
 pub enum Metric {
     /// Time to first token.
     Ttft,
+    /// Time to the first output token of the answer: a reasoning model's first token
+    /// after its reasoning (`benchplan.reasoning`); TTFT for a model that does not reason.
+    Ttfo,
     /// Time per output token after the first.
     Tpot,
     /// Inter-token latency, per streamed chunk.
@@ -32,8 +35,9 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in the order vLLM lists them.
-    pub const ALL: [Metric; 6] = [
+    pub const ALL: [Metric; 7] = [
         Metric::Ttft,
+        Metric::Ttfo,
         Metric::Tpot,
         Metric::Itl,
         Metric::E2el,
@@ -44,6 +48,7 @@ impl Metric {
     pub fn name(self) -> &'static str {
         match self {
             Metric::Ttft => "ttft",
+            Metric::Ttfo => "ttfo",
             Metric::Tpot => "tpot",
             Metric::Itl => "itl",
             Metric::E2el => "e2el",
@@ -54,7 +59,10 @@ impl Metric {
 
     /// Metrics only streamed generation produces.
     pub fn needs_streaming(self) -> bool {
-        matches!(self, Metric::Ttft | Metric::Tpot | Metric::Itl)
+        matches!(
+            self,
+            Metric::Ttft | Metric::Ttfo | Metric::Tpot | Metric::Itl
+        )
     }
 }
 

@@ -119,3 +119,42 @@ fn a_model_that_does_not_reason_has_no_reasoning_block() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// An SLO on the answer: `p99_ttfo` judges the time to the first answer token, which
+/// on a reasoning model is the reasoning later than vLLM's TTFT (here 20 ms, within
+/// any TTFT SLO, while the answer comes at 220 ms).
+#[test]
+fn an_slo_on_ttfo_judges_the_answer_not_the_first_reasoning_token() {
+    let dir = tempdir("ttfo-slo");
+    let judged = |slo: &str, code: i32| {
+        let text = format!(
+            "{}[slo]\np99_ttft = \"<= 100ms\"\np99_ttfo = \"{slo}\"\n",
+            plan("openai-chat", "reasoning")
+        );
+        let run = run_plan(&dir, &format!("r{code}"), &text, &[], code);
+        read_json(&case_file(&run))
+    };
+    let r = judged("<= 300ms", 0);
+    // The case computed TTFO as a latency family because its SLO reads it, from the
+    // same samples as benchplan.reasoning.
+    let top = r["p99_ttfo_ms"].as_f64().expect("p99_ttfo_ms");
+    let block = r["benchplan"]["reasoning"]["ttfo_ms"]["p99"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (top - block).abs() < 1e-9 && (top - 220.0).abs() < TOL_MS,
+        "{top} {block}"
+    );
+    let r = judged("<= 150ms", 3);
+    let verdicts = r["benchplan"]["slo_verdicts"].as_array().unwrap();
+    let verdict = |key: &str| {
+        verdicts
+            .iter()
+            .find(|v| v["key"] == key)
+            .unwrap_or_else(|| panic!("{key} in {verdicts:?}"))["pass"]
+            .clone()
+    };
+    assert_eq!(verdict("p99_ttft"), true);
+    assert_eq!(verdict("p99_ttfo"), false);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -7,6 +7,7 @@ pub mod oversaturation;
 pub mod reasoning;
 pub mod record;
 pub mod sample;
+pub mod server_timings;
 pub mod significance;
 pub mod stats;
 pub mod summary;

@@ -36,7 +36,7 @@ pub struct Ms {
 }
 
 impl Ms {
-    fn of(secs: &[f64]) -> Option<Ms> {
+    pub fn of(secs: &[f64]) -> Option<Ms> {
         if secs.is_empty() {
             return None;
         }

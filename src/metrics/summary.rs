@@ -154,6 +154,9 @@ pub struct Summary {
     /// A reasoning model's time to its first token and to its answer, and its
     /// reasoning tokens (`benchplan.reasoning`); None when no request reasoned.
     pub reasoning: Option<super::reasoning::Reasoning>,
+    /// The server's own TTFT and queue time beside the client's, and the gap between
+    /// them (`benchplan.server_timings`); None when no response carried them.
+    pub server_timings: Option<super::server_timings::ServerTimings>,
 }
 
 /// How fast an open-loop case's requests went out, against its schedule.
@@ -478,6 +481,7 @@ pub fn summarize(
     }
     if !pooling {
         s.reasoning = super::reasoning::Reasoning::of(&ok, &ok_outputs);
+        s.server_timings = super::server_timings::ServerTimings::of(&ok);
         s.delivery = super::checks::Delivery::of(&ok);
         s.accounting = super::checks::TokenAccounting::of(
             &ok,

@@ -266,6 +266,9 @@ fn benchplan_block(s: &Summary, detailed: bool, extras: Map<String, Value>) -> M
     if let Some(r) = &s.reasoning {
         b.insert("reasoning".into(), json!(r));
     }
+    if let Some(t) = &s.server_timings {
+        b.insert("server_timings".into(), json!(t));
+    }
     b.insert("histograms_us".into(), encoded_histograms(s));
     let c = &s.connections;
     let mut conn = Map::new();

@@ -68,6 +68,10 @@ pub struct SseStream {
     pub reasoning_key: &'static str,
     /// The Responses reasoning delta event up to its text (empty for other APIs).
     pub reasoning_head: String,
+    /// The request asked for vLLM's per-request `metrics` (`include_metrics`): the
+    /// engine's timings go out in a chunk of their own before `[DONE]`.
+    pub include_metrics: bool,
+    pub timings: Option<super::engine::Timings>,
 }
 
 impl SseStream {
@@ -77,10 +81,14 @@ impl SseStream {
             n,
             finish,
             cached_tokens,
+            timings,
         } = ev
         else {
             return Err(StreamCut);
         };
+        if finish.is_some() && self.include_metrics {
+            self.timings = timings;
+        }
         if let Some(t) = &mut self.trace {
             // One send per token event (vLLM's role delta before the first is not one).
             t.chunk();
@@ -228,6 +236,31 @@ impl SseStream {
             buf.extend_from_slice(details.as_bytes());
             buf.extend_from_slice(b"}");
             buf.extend_from_slice(b"}\n\n");
+        }
+        if let Some(t) = self.timings.take() {
+            // vLLM's per-request metrics object (vllm#46768), in milliseconds.
+            let c = self.completion_tokens;
+            let itl = if c > 1 {
+                t.generation * 1e3 / (c - 1) as f64
+            } else {
+                0.0
+            };
+            let tps = if t.generation > 0.0 {
+                c as f64 / t.generation
+            } else {
+                0.0
+            };
+            buf.extend_from_slice(self.usage_head.as_bytes());
+            buf.extend_from_slice(
+                format!(
+                    r#""choices":[],"metrics":{{"time_to_first_token_ms":{:.3},"queue_time_ms":{:.3},"generation_time_ms":{:.3},"mean_itl_ms":{itl:.3},"tokens_per_second":{tps:.3}}}}}"#,
+                    t.ttft * 1e3,
+                    t.queue * 1e3,
+                    t.generation * 1e3,
+                )
+                .as_bytes(),
+            );
+            buf.extend_from_slice(b"\n\n");
         }
         buf.extend_from_slice(b"data: [DONE]\n\n");
         self.finished = true;

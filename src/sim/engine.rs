@@ -50,9 +50,21 @@ pub enum Event {
         n: u64,
         finish: Option<Finish>,
         cached_tokens: u64,
+        /// On the last event: the engine's own view of the request (vLLM's
+        /// per-request `metrics`, served when a request asks with `include_metrics`).
+        timings: Option<Timings>,
     },
     /// The stream is to be cut off here (injected disconnect).
     Cut,
+}
+
+/// A request's times as the engine saw them, in seconds: waiting for a slot, from
+/// arrival to its first token, and from its first token to its last.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timings {
+    pub queue: f64,
+    pub ttft: f64,
+    pub generation: f64,
 }
 
 /// One request handed to the engine.
@@ -84,6 +96,9 @@ struct Seq {
     cached: u64,
     /// Tokens verified by past drafts and not yet streamed.
     drafted_ahead: u64,
+    /// When it left the waiting queue for a slot, and when its first token was due.
+    admitted: Instant,
+    first_at: Option<Instant>,
 }
 
 struct Engine {
@@ -176,6 +191,8 @@ impl Engine {
                     cut_after,
                     cached,
                     drafted_ahead: 0,
+                    admitted: Instant::now(),
+                    first_at: None,
                 },
             );
             self.stats.running.store(self.seqs.len() as u64, Relaxed);
@@ -225,6 +242,7 @@ impl Engine {
                 self.stats
                     .ttft
                     .observe(due.saturating_duration_since(seq.job.arrived).as_secs_f64());
+                seq.first_at = Some(due);
             }
             if seq.cut_after == Some(seq.emitted) {
                 let _ = seq.job.events.send(Event::Cut);
@@ -247,11 +265,18 @@ impl Engine {
             } else {
                 Finish::Stop
             });
+            let since = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64();
+            let first = seq.first_at.unwrap_or(due);
             let ev = Event::Tokens {
                 start: seq.emitted,
                 n,
                 finish,
                 cached_tokens: seq.cached,
+                timings: done.then(|| Timings {
+                    queue: since(seq.job.arrived, seq.admitted),
+                    ttft: since(seq.job.arrived, first),
+                    generation: since(first, due),
+                }),
             };
             // The first token comes from prefill; later ones from decode steps.
             let decoded = if seq.emitted == 0 {

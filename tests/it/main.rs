@@ -26,6 +26,7 @@ mod responses;
 mod run_plan;
 mod safety;
 mod server_metrics;
+mod server_timings;
 mod servers;
 mod shards;
 mod sim;

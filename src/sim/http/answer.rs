@@ -285,6 +285,8 @@ fn streamed(
         },
         reasoning_key: state.config.reasoning_field.key(),
         reasoning_head,
+        include_metrics: option("/include_metrics"),
+        timings: None,
     };
     Response::builder()
         .header("content-type", "text/event-stream")
@@ -320,6 +322,7 @@ async fn whole(
                 n,
                 finish: f,
                 cached_tokens,
+                ..
             } => {
                 for i in start..start + n {
                     text.push_str(&output_token(&state.outputs, seed, i).0);

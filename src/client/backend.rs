@@ -296,6 +296,12 @@ pub fn build_body(
             sampling(&mut body, params);
         }
     }
+    // The server's own timings, asked before extra_body (which may still remove the key).
+    if params.server_timings == Some(true)
+        && backend.spec().body != crate::plan::backend::BodyForm::Multipart
+    {
+        body.insert("include_metrics".into(), Value::Bool(true));
+    }
     if let Some(extra) = &params.extra_body {
         merge_extra(&mut body, extra);
     }

@@ -362,6 +362,12 @@ impl Events<'_> {
                 self.out.server_ttft = Some(t / 1e3);
             }
         }
+        // llama-server reports no TTFT or queue: its prompt processing time is its own
+        // time to the first token. Kept apart from vLLM's `server_ttfts` list (which
+        // vLLM fills from `metrics` only).
+        if let Some(ms) = c.timings.and_then(|t| t.prompt_ms) {
+            self.out.server_prefill = Some(ms / 1e3);
+        }
         self.channel(c.channel(self.api), now);
         if let Some(text) = c.token(self.api) {
             self.token(text, now);

@@ -45,6 +45,9 @@ pub struct Sample {
     /// `metrics.queue_time_ms` / `metrics.time_to_first_token_ms`.
     pub server_queue_time: Option<f64>,
     pub server_ttft: Option<f64>,
+    /// llama-server's prompt processing time (`timings.prompt_ms`, seconds): its own
+    /// time to the first token where it reports no TTFT.
+    pub server_prefill: Option<f64>,
     /// Seconds from the start to the first output on any channel, reasoning included
     /// (`reasoning_content` too, which is no token event for vLLM's client).
     pub first_any: Option<f64>,

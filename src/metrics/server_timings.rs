@@ -1,6 +1,8 @@
 //! The server's own clock beside the client's (`benchplan.server_timings`): a server
 //! that reports per-request timings (vLLM's `metrics` object with `include_metrics`,
-//! vllm#46768: `time_to_first_token_ms`, `queue_time_ms`) splits the TTFT a client sees
+//! vllm#46768: `time_to_first_token_ms`, `queue_time_ms`; llama-server's `timings`:
+//! `prompt_ms`, its prompt processing, which is its time to the first token) splits the
+//! TTFT a client sees
 //! into the engine's own (queue and prefill) and the **gap**: client TTFT − server TTFT,
 //! everything between the engine and the client (frontend, network, proxies, the
 //! client itself). On a quiet loopback the gap is the client's own cost; a proxy adds
@@ -32,7 +34,12 @@ impl ServerTimings {
         let with: Vec<&RequestRecord> = ok
             .iter()
             .copied()
-            .filter(|r| r.sample.server_ttft.is_some() || r.sample.server_queue_time.is_some())
+            .filter(|r| {
+                let s = &r.sample;
+                s.server_ttft.is_some()
+                    || s.server_queue_time.is_some()
+                    || s.server_prefill.is_some()
+            })
             .collect();
         if with.is_empty() {
             return None;
@@ -42,7 +49,8 @@ impl ServerTimings {
         let mut rejected = 0u64;
         for r in &with {
             let s = &r.sample;
-            match s.server_ttft {
+            // vLLM's own TTFT, else llama-server's prompt time (no queue in it).
+            match s.server_ttft.or(s.server_prefill) {
                 Some(t) if sane(t, r) => {
                     ttft.push(t);
                     gap.push(s.ttft - t);

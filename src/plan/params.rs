@@ -239,6 +239,12 @@ pub struct CaseParams {
     /// Scraping each service's Prometheus metrics (a service's own setting wins); on by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<super::server_metrics::ServerMetricsSpec>,
+    /// Ask the server for its own per-request timings (`include_metrics: true` in
+    /// each body, vLLM's per-request metrics): `benchplan.server_timings` then splits
+    /// each TTFT into the server's and the gap outside it. A server that ignores the
+    /// key answers as before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<bool>,
 }
 
 impl Default for CaseParams {
@@ -275,6 +281,7 @@ impl Default for CaseParams {
             max_body_bytes: None,
             logprobs: None,
             server_metrics: None,
+            server_timings: None,
             multi_turn_concurrency: None,
             request_id_prefix: None,
             request_shape: Default::default(),

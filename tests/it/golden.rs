@@ -110,6 +110,7 @@ fn sample_of(o: &Value) -> Sample {
         input_audio_duration: f("input_audio_duration"),
         server_queue_time: o["server_queue_time"].as_f64(),
         server_ttft: o["server_ttft"].as_f64(),
+        server_prefill: None,
         // vLLM's output keeps no channel: every fixture is an answer without reasoning.
         first_any: None,
         first_answer: None,

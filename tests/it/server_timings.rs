@@ -73,7 +73,7 @@ backend = "openai-chat"
 dataset = {{ name = "random", input_len = 16, output_len = 8 }}
 num_prompts = 8
 max_concurrency = 1
-extra_body = {{ include_metrics = true }}
+server_timings = true
 "#
     )
 }
@@ -124,4 +124,107 @@ fn the_gap_is_small_on_loopback_and_grows_by_what_a_relay_holds() {
         "gap {gap_slow} through the relay, {gap} direct"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A server that answers chat like llama-server: its final chunk carries `usage` and
+/// llama.cpp's `timings` (the shape llama-server streams, tools/server: `cache_n`,
+/// `prompt_n`, `prompt_ms`, per-token and per-second rates, `draft_n`,
+/// `draft_n_accepted`), with `prompt_ms` = `prompt_ms_of(request)`; the models list
+/// names `m`.
+fn llama_like(timings: &'static str) -> String {
+    use crate::support::{read_request, scripted};
+    scripted(move |_, s, _| {
+        while let Some((head, _)) = read_request(s) {
+            let line = head.lines().next().unwrap_or("").to_string();
+            let send = |s: &mut TcpStream, kind: &str, body: &str| {
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+            };
+            if line.starts_with("GET /v1/models") {
+                send(s, "application/json", r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#);
+            } else {
+                let head = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","#;
+                let token = format!(
+                    "data: {head}\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\" a\"}},\"finish_reason\":null}}]}}\n\n"
+                );
+                let last = format!(
+                    "data: {head}\"choices\":[],\"usage\":{{\"completion_tokens\":3,\"prompt_tokens\":808,\"total_tokens\":811,\"prompt_tokens_details\":{{\"cached_tokens\":804}}}},\"timings\":{timings}}}\n\n"
+                );
+                send(s, "text/event-stream", &format!("{token}{token}{token}{last}data: [DONE]\n\n"));
+            }
+        }
+    })
+    .0
+}
+
+fn llama_plan(base_url: &str) -> String {
+    let tokenizer = crate::support::repo().join("tests/fixtures/tokenizer");
+    format!(
+        "[services.l]\nbase_url = \"{base_url}\"\nmodel = \"m\"\ntokenizer = \"{}\"\n\
+         [defaults]\nbackend = \"openai-chat\"\nnum_prompts = 4\nmax_concurrency = 1\nready_check_timeout = \"0s\"\n\
+         dataset = {{ name = \"random\", input_len = 8, output_len = 3 }}\n\
+         server_metrics = {{ enabled = false }}\n",
+        tokenizer.display()
+    )
+}
+
+#[test]
+fn llama_servers_prompt_time_is_its_ttft_and_hostile_timings_are_skipped() {
+    let dir = tempdir("llama-timings");
+    let good = llama_like(
+        r#"{"cache_n":804,"prompt_n":4,"prompt_ms":12.5,"prompt_per_token_ms":3.125,"prompt_per_second":320.0,"predicted_n":3,"predicted_ms":30.0,"predicted_per_token_ms":10.0,"predicted_per_second":100.0,"draft_n":6,"draft_n_accepted":5}"#,
+    );
+    let run = run_plan(&dir, "good", &llama_plan(&good), &[], 0);
+    let r = read_json(&first_result(&run));
+    let t = &r["benchplan"]["server_timings"];
+    assert_eq!(t["requests"], 4, "{t:#}");
+    assert_eq!(t["server_ttft_ms"]["mean"].as_f64(), Some(12.5), "{t:#}");
+    // The gap is the client's TTFT less the server's own, request by request.
+    let client = r["mean_ttft_ms"].as_f64().unwrap();
+    let gap = t["gap_ms"]["mean"].as_f64().unwrap();
+    assert!(
+        (gap - (client - 12.5)).abs() < 1e-6,
+        "gap {gap}, client TTFT {client}"
+    );
+    // vLLM's own list (server_ttfts) stays vLLM's: llama-server sends no `metrics`.
+    assert!(r.get("server_ttfts").is_none_or(|v| v.is_null()));
+    // Hostile timings: the wrong types, a negative and a huge value: the requests
+    // succeed, the values are skipped or counted, nothing panics.
+    for (tag, timings) in [
+        ("types", r#"{"prompt_ms":"fast","predicted_ms":[1]}"#),
+        ("negative", r#"{"prompt_ms":-5.0}"#),
+        ("huge", r#"{"prompt_ms":1e300}"#),
+        ("not-an-object", r#""soon""#),
+    ] {
+        let url = llama_like(timings);
+        let run = run_plan(&dir, tag, &llama_plan(&url), &[], 0);
+        let r = read_json(&first_result(&run));
+        assert_eq!(r["completed"], 4, "{tag}");
+        let t = &r["benchplan"]["server_timings"];
+        match tag {
+            "negative" | "huge" => assert_eq!(
+                (t["requests"].as_u64(), t["rejected"].as_u64()),
+                (Some(0), Some(4)),
+                "{tag}: {t:#}"
+            ),
+            _ => assert!(t.is_null(), "{tag}: {t:#}"),
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The one case result of a run (any service).
+fn first_result(run: &std::path::Path) -> std::path::PathBuf {
+    std::fs::read_dir(run)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            p.extension().is_some_and(|e| e == "json")
+                && !["manifest.json", "plan.resolved.json"].contains(&name)
+        })
+        .expect("a case result")
 }

@@ -18,6 +18,27 @@ pub struct Chunk<'a> {
     /// vLLM's per-request timings (`metrics.queue_time_ms`, …), when it sends them.
     #[serde(default)]
     pub metrics: Option<ServerTimes>,
+    /// llama.cpp's per-request `timings` (llama-server's final chunk), read leniently.
+    #[serde(default, deserialize_with = "lenient_timings")]
+    pub timings: Option<LlamaTimings>,
+}
+
+/// llama-server's `timings` object (tools/server: `cache_n`, `prompt_n`, `prompt_ms`,
+/// `predicted_n`, `predicted_ms`, per-token and per-second rates, and `draft_n` /
+/// `draft_n_accepted` with a draft model); the fields benchplan reads.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
+pub struct LlamaTimings {
+    /// Prompt processing time: the server's own time to its first token (it reports
+    /// no queue).
+    #[serde(default)]
+    pub prompt_ms: Option<f64>,
+    #[serde(default)]
+    pub predicted_ms: Option<f64>,
+}
+
+/// The timings object, or None when it is not one or a field has the wrong type.
+fn lenient_timings<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LlamaTimings>, D::Error> {
+    Ok(serde_json::from_value(serde_json::Value::deserialize(d)?).ok())
 }
 
 /// `choices`: whether it was non-empty, and its first element.

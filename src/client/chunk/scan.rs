@@ -234,17 +234,17 @@ impl<'a> Scan<'a> {
 
     fn chunk(&mut self) -> Option<Chunk<'a>> {
         let mut c = Chunk::default();
-        let mut seen = [false; 4];
+        let mut seen = [false; 5];
+        const KEYS: [&str; 5] = ["choices", "usage", "error", "metrics", "timings"];
         self.object(|s, key| {
-            let Some(slot) = slot(&mut seen, &["choices", "usage", "error", "metrics"], key)?
-            else {
+            let Some(slot) = slot(&mut seen, &KEYS, key)? else {
                 return s.skip(1);
             };
             if slot == 0 {
                 c.choices = s.choices()?;
                 Some(())
             } else {
-                // null is "absent" for all three; anything else is rare enough (once
+                // null is "absent" for all four; anything else is rare enough (once
                 // per request at most) to read with the full parse.
                 s.null()?.then_some(())
             }

@@ -148,16 +148,8 @@ mod tests {
 
     fn record(sample: Sample) -> RequestRecord {
         RequestRecord {
-            index: 0,
-            scheduled: 0.0,
-            dispatched: 0.0,
-            start: 0.0,
-            written: None,
-            connect: None,
-            prompt_len: 0,
-            expected_output_len: 0,
             sample,
-            turn: None,
+            ..RequestRecord::streamed(0, 0.0, 0.0, &[], None)
         }
     }
 

@@ -88,14 +88,6 @@ mod tests {
         queue: Option<f64>,
     ) -> RequestRecord {
         RequestRecord {
-            index: 0,
-            scheduled: 0.0,
-            dispatched: 0.0,
-            start: 0.0,
-            written: None,
-            connect: None,
-            prompt_len: 0,
-            expected_output_len: 0,
             sample: Sample {
                 success: true,
                 ttft,
@@ -104,7 +96,7 @@ mod tests {
                 server_queue_time: queue,
                 ..Sample::default()
             },
-            turn: None,
+            ..RequestRecord::streamed(0, 0.0, 0.0, &[], None)
         }
     }
 

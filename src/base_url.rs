@@ -65,6 +65,40 @@ impl BaseUrl {
     pub fn is_https(&self) -> bool {
         self.0.starts_with("https://")
     }
+
+    /// Whether the host is this machine's loopback (`localhost`, 127.0.0.0/8, `::1`):
+    /// nothing but this host's own stack between the client and the server.
+    pub fn is_loopback(&self) -> bool {
+        let Ok(url) = reqwest::Url::parse(&self.0) else {
+            return false;
+        };
+        let host = url.host_str().unwrap_or_default();
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost")
+            || bare
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+}
+
+#[cfg(test)]
+mod loopback_tests {
+    use super::BaseUrl;
+
+    #[test]
+    fn loopback_is_localhost_127_8_and_ipv6_one() {
+        for (url, want) in [
+            ("http://127.0.0.1:8000", true),
+            ("http://127.3.2.1", true),
+            ("http://LOCALHOST:1/v1", true),
+            ("http://[::1]:8000", true),
+            ("http://10.0.0.1", false),
+            ("https://api.example.com", false),
+            ("http://localhost.example.com", false),
+        ] {
+            assert_eq!(BaseUrl::parse(url).unwrap().is_loopback(), want, "{url}");
+        }
+    }
 }
 
 /// Shown without its credentials.

@@ -40,7 +40,7 @@ pub struct Usage {
     pub output_tokens: Option<u64>,
     #[serde(default)]
     pub input_tokens_details: Option<Details>,
-    #[serde(default, deserialize_with = "super::chunk::model::lenient_details")]
+    #[serde(default, deserialize_with = "super::chunk::model::lenient_object")]
     pub output_tokens_details: Option<super::chunk::CompletionDetails>,
 }
 

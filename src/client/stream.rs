@@ -224,6 +224,11 @@ impl Reading {
             }
         }
         let out = &mut self.sample;
+        if out.reasoning_events == 0 {
+            // Without reasoning both are the token events' own gaps (`itl`).
+            out.output_itl = Vec::new();
+            out.answer_itl = Vec::new();
+        }
         match self.failure {
             Some((kind, msg)) => fail(out, kind, msg),
             None if self.first => fail(
@@ -278,11 +283,16 @@ impl Events<'_> {
         }
         let at = (now - self.sent).as_secs_f64();
         self.out.first_any.get_or_insert(at);
+        if let Some(prev) = self.out.last_any.replace(at) {
+            self.out.output_itl.push(at - prev);
+        }
         match channel {
             chunk::Channel::Reasoning => self.out.reasoning_events += 1,
             _ => {
                 self.out.first_answer.get_or_insert(at);
-                self.out.last_answer = Some(at);
+                if let Some(prev) = self.out.last_answer.replace(at) {
+                    self.out.answer_itl.push(at - prev);
+                }
             }
         }
     }
@@ -344,7 +354,19 @@ impl Events<'_> {
             *self.failure = Some(("stream_error", excerpt(ev.data)));
             return;
         }
-        let c = match chunk::parse(ev.data) {
+        let python;
+        let parsed = match chunk::parse(ev.data) {
+            // Python's NaN and Infinity (which vLLM's client reads): as null.
+            Err(e) => match chunk::python_specials_to_null(ev.data) {
+                Some(fixed) => {
+                    python = fixed;
+                    chunk::parse(&python).map_err(|_| e)
+                }
+                None => Err(e),
+            },
+            ok => ok,
+        };
+        let c = match parsed {
             Ok(c) => c,
             Err(e) => {
                 *self.failure = Some((
@@ -354,19 +376,32 @@ impl Events<'_> {
                 return;
             }
         };
-        if let Some(m) = c.metrics {
-            if let Some(q) = m.queue_time_ms {
-                self.out.server_queue_time = Some(q / 1e3);
-            }
-            if let Some(t) = m.time_to_first_token_ms {
-                self.out.server_ttft = Some(t / 1e3);
+        if let Some(m) = &c.metrics {
+            let secs = |ms: Option<f64>| ms.map(|v| v / 1e3);
+            self.out.server_queue_time = secs(m.queue_time_ms).or(self.out.server_queue_time);
+            self.out.server_ttft = secs(m.time_to_first_token_ms).or(self.out.server_ttft);
+            self.out.server_generation = secs(m.generation_time_ms).or(self.out.server_generation);
+            if let Some(sd) = &m.speculative_decoding {
+                self.out.spec = spec_of_vllm(sd).or(self.out.spec.take());
             }
         }
         // llama-server reports no TTFT or queue: its prompt processing time is its own
         // time to the first token. Kept apart from vLLM's `server_ttfts` list (which
         // vLLM fills from `metrics` only).
-        if let Some(ms) = c.timings.and_then(|t| t.prompt_ms) {
-            self.out.server_prefill = Some(ms / 1e3);
+        if let Some(t) = c.timings {
+            self.out.server_prefill = t.prompt_ms.map(|ms| ms / 1e3).or(self.out.server_prefill);
+            self.out.server_generation = t
+                .predicted_ms
+                .map(|ms| ms / 1e3)
+                .or(self.out.server_generation);
+            if let (Some(drafted), Some(accepted)) = (t.draft_n, t.draft_n_accepted) {
+                self.out.spec = Some(crate::metrics::sample::SpecSample {
+                    steps: None,
+                    drafted,
+                    accepted,
+                    histogram: Vec::new(),
+                });
+            }
         }
         self.channel(c.channel(self.api), now);
         if let Some(text) = c.token(self.api) {
@@ -386,4 +421,20 @@ impl Events<'_> {
             *self.failure = Some(("stream_error", excerpt(ev.data)));
         }
     }
+}
+
+/// A request's speculative decoding from vLLM's counts; None without the drafted and
+/// accepted counts it is made of. The histogram is server text: kept only when it is
+/// short enough to be one (a position per speculative token).
+fn spec_of_vllm(sd: &chunk::SpecDecodeCounts) -> Option<crate::metrics::sample::SpecSample> {
+    let mut histogram = sd.acceptance_histogram.clone().unwrap_or_default();
+    if histogram.len() > 64 {
+        histogram = Vec::new();
+    }
+    Some(crate::metrics::sample::SpecSample {
+        steps: sd.num_spec_steps,
+        drafted: sd.num_draft_tokens?,
+        accepted: sd.num_accepted_draft_tokens?,
+        histogram,
+    })
 }

@@ -49,6 +49,10 @@ fn run_summary(run: &CaseRun, params: &CaseParams, tokens: Option<&TokenModel>) 
         })
         .collect();
     s.spec_decode = run.server_metrics.as_ref().and_then(|m| m.spec_decode());
+    let wide = s.spec_decode.as_ref().map(|d| d.acceptance_rate);
+    if let Some(f) = &mut s.speculative {
+        f.compare(wide);
+    }
     s
 }
 

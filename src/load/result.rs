@@ -51,6 +51,10 @@ pub struct RouteFacts {
     /// credentials (`Authorization`, cookies, secret headers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials_withheld_at: Option<String>,
+    /// The target is on this host's loopback, reached with no proxy: what a path
+    /// adds to TTFT is then the client's own (the gap's warning).
+    #[serde(skip)]
+    pub loopback: bool,
 }
 
 impl RouteFacts {
@@ -60,11 +64,17 @@ impl RouteFacts {
             proxy_variable: t.proxy.as_ref().map(|v| v.variable.to_string()),
             redirected_to: t.route.final_url(),
             credentials_withheld_at: t.route.withheld_at(),
+            loopback: t.proxy.is_none() && t.base_url.is_loopback(),
         }
     }
 
     pub fn is_direct(&self) -> bool {
-        *self == RouteFacts::default()
+        // Where the target is (loopback or not) is no step on the way.
+        let way = RouteFacts {
+            loopback: false,
+            ..self.clone()
+        };
+        way == RouteFacts::default()
     }
 
     /// What the console says of the route.
@@ -151,6 +161,11 @@ impl CaseResult {
     pub fn warnings(&self) -> Vec<String> {
         let mut w = self.summary.warnings();
         w.extend(self.route.notes());
+        if self.route.loopback {
+            let ttft = self.summary.stat(crate::plan::params::Metric::Ttft);
+            let t = self.summary.server_timings.as_ref();
+            w.extend(t.zip(ttft).and_then(|(t, c)| t.gap_warning(c.mean)));
+        }
         w
     }
 

@@ -3,12 +3,14 @@
 
 pub mod checks;
 pub mod hist;
+pub mod ms;
 pub mod oversaturation;
 pub mod reasoning;
 pub mod record;
 pub mod sample;
 pub mod server_timings;
 pub mod significance;
+pub mod spec_decode;
 pub mod stats;
 pub mod summary;
 pub mod table;

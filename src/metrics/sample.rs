@@ -14,6 +14,17 @@ pub struct RequestError {
     pub message: String,
 }
 
+/// One request's speculative decoding: vLLM's `metrics.speculative_decoding` (steps,
+/// drafted and accepted tokens, steps by accepted tokens) or llama-server's
+/// `timings.draft_n` / `draft_n_accepted` (no steps, no histogram).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SpecSample {
+    pub steps: Option<u64>,
+    pub drafted: u64,
+    pub accepted: u64,
+    pub histogram: Vec<u64>,
+}
+
 /// One request's measurements (vLLM's `RequestFuncOutput`, without its clock).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sample {
@@ -48,6 +59,11 @@ pub struct Sample {
     /// llama-server's prompt processing time (`timings.prompt_ms`, seconds): its own
     /// time to the first token where it reports no TTFT.
     pub server_prefill: Option<f64>,
+    /// The server's own decode time: vLLM's `metrics.generation_time_ms`,
+    /// llama-server's `timings.predicted_ms` (seconds).
+    pub server_generation: Option<f64>,
+    /// The request's speculative decoding, as the server reported it.
+    pub spec: Option<SpecSample>,
     /// Seconds from the start to the first output on any channel, reasoning included
     /// (`reasoning_content` too, which is no token event for vLLM's client).
     pub first_any: Option<f64>,
@@ -55,6 +71,13 @@ pub struct Sample {
     /// or tool calls, not reasoning).
     pub first_answer: Option<f64>,
     pub last_answer: Option<f64>,
+    /// Seconds from the start to the last output on any channel.
+    pub last_any: Option<f64>,
+    /// A request that reasoned keeps the gaps between its consecutive outputs on any
+    /// channel and between its consecutive answer events (ITL with and without the
+    /// reasoning); one that did not keeps neither, both being its `itl`.
+    pub output_itl: Vec<f64>,
+    pub answer_itl: Vec<f64>,
     /// Events that carried reasoning only.
     pub reasoning_events: u32,
     /// `usage.completion_tokens_details.reasoning_tokens` (the Responses API's

@@ -157,6 +157,9 @@ pub struct Summary {
     /// The server's own TTFT and queue time beside the client's, and the gap between
     /// them (`benchplan.server_timings`); None when no response carried them.
     pub server_timings: Option<super::server_timings::ServerTimings>,
+    /// Speculative decoding per request (`benchplan.speculative_decoding`); None when
+    /// no response carried it.
+    pub speculative: Option<super::spec_decode::SpecDecodeFigures>,
 }
 
 /// How fast an open-loop case's requests went out, against its schedule.
@@ -235,6 +238,8 @@ impl Summary {
     pub fn warnings(&self) -> Vec<String> {
         let mut w: Vec<String> = self.delivery.warning().into_iter().collect();
         w.extend(self.accounting.warnings());
+        w.extend(self.server_timings.iter().flat_map(|t| t.warnings()));
+        w.extend(self.speculative.iter().flat_map(|f| f.warnings()));
         let p99 = |s: &Option<LatencyStats>| {
             s.as_ref().and_then(|s| {
                 s.percentiles
@@ -482,6 +487,14 @@ pub fn summarize(
     if !pooling {
         s.reasoning = super::reasoning::Reasoning::of(&ok, &ok_outputs);
         s.server_timings = super::server_timings::ServerTimings::of(&ok);
+        if params.server_timings == Some(true) && !ok.is_empty() {
+            // Asked for: a block says so even when no response carried them.
+            let t = s
+                .server_timings
+                .get_or_insert_with(super::server_timings::ServerTimings::none);
+            t.asked = true;
+        }
+        s.speculative = super::spec_decode::SpecDecodeFigures::of(&ok, &ok_outputs);
         s.delivery = super::checks::Delivery::of(&ok);
         s.accounting = super::checks::TokenAccounting::of(
             &ok,
@@ -545,7 +558,13 @@ pub fn summarize(
     // vLLM reports TTFT, TPOT and ITL only with a tokenizer (its output counts are
     // guesses without one).
     let token_metrics = !pooling && tokens.is_some();
-    for m in params.percentile_metrics() {
+    let mut metrics = params.percentile_metrics();
+    // A reasoning case reports TTFO beside vLLM's TTFT (`mean_ttfo_ms`, …), so the
+    // compare gate and the history can judge the answer's wait too.
+    if s.reasoning.is_some() && !metrics.contains(&Metric::Ttfo) {
+        metrics.push(Metric::Ttfo);
+    }
+    for m in metrics {
         let values: &[f64] = match m {
             Metric::Ttft if token_metrics => &ttfts,
             Metric::Ttfo if token_metrics => &ttfos,

@@ -75,6 +75,10 @@ pub struct CaseView {
     pub steady: Option<SteadyView>,
     /// A reasoning model's times to its first token and to its answer.
     pub reasoning: Option<crate::results::read::ReasoningFigures>,
+    /// Where the time went, from the server's own timings.
+    pub time_split: Option<crate::results::read::TimeSplit>,
+    /// Speculative decoding per request.
+    pub speculative: Option<crate::results::read::SpecFigures>,
     /// An open loop whose queue grew without bound: OVERSATURATED, when and at what rate.
     pub oversaturated: Option<String>,
     /// How busy the measuring machine was over the case (`benchplan.machine`).
@@ -374,6 +378,8 @@ pub fn case_view(
         label: String::new(),
         steady: None,
         reasoning: None,
+        time_split: None,
+        speculative: None,
         oversaturated: None,
         machine: None,
         trace: None,
@@ -398,6 +404,8 @@ pub fn case_view(
     v.e2el_p99 = f.latency(P99, Metric::E2el);
     v.steady = steady_view(&f);
     v.reasoning = f.reasoning();
+    v.time_split = f.time_split();
+    v.speculative = f.speculative();
     v.machine = f.machine();
     v.trace = f.trace();
     v.oversaturated = f.oversaturation().map(|(at, rate, stopped)| {

@@ -123,6 +123,16 @@ pub const TRACE_PROMPTS: Deviation = Deviation {
     what: "a trace's hash ids become blocks of whole-word text tokens derived from the plan's seed, the id and the block's length with a stable hash (the same prompts on every run, shard and machine), sent as text to any backend, with the format's block size (mooncake 512, bailian 16, sessions 64) and time unit (ms, s, s) unless the plan sets them; vLLM's `timed_trace` draws token ids from Python's per-process salted `hash(\"id:size\")` (different prompts on every run), blocks of --timed-trace-chunk-hash-size (16) tokens, seconds times --timed-trace-sec-multiplier, and needs a completions backend",
 };
 
+pub const REASONING_KEYS: Deviation = Deviation {
+    id: "reasoning_keys",
+    what: "on a reasoning model vLLM's keys stay vLLM's (a `reasoning` delta is a token event, a `reasoning_content` one is not: TTFT is then the first answer token, and TPOT spreads every output token, reasoning included, over the time after it); beside them `benchplan.reasoning` reports the first output on any channel (`ttft_any`), the first answer token (`ttfo`), the reasoning between them, TPOT and ITL with and without the reasoning tokens and the reasoning tokens, and a case that reasoned also carries TTFO as a latency family at the top (`mean_ttfo_ms`, …), which vLLM has not",
+};
+
+pub const SERVER_TIMING_CHECKS: Deviation = Deviation {
+    id: "server_timing_checks",
+    what: "the server's own per-request figures are read from vLLM's `metrics` (timings and `speculative_decoding`) and llama-server's `timings`, leniently (a value of the wrong type, or Python's NaN and Infinity, reads as absent, never failing the request), and a timing that cannot be true (negative, not finite, longer than the request's E2EL) or speculative-decoding counts that cannot be true are counted as rejected, not used; vLLM keeps only `metrics`' TTFT and queue time in its raw `server_ttfts` / `server_queue_times` lists, whatever they hold",
+};
+
 pub const ALL: &[Deviation] = &[
     SSE_SPEC_PARSING,
     STREAM_ERROR_FAILS_REQUEST,
@@ -143,6 +153,8 @@ pub const ALL: &[Deviation] = &[
     OUTPUT_CHECKS,
     REQUEST_SHAPE,
     TRACE_PROMPTS,
+    REASONING_KEYS,
+    SERVER_TIMING_CHECKS,
 ];
 
 /// The deviations that applied to a run of `p`.
@@ -179,6 +191,14 @@ pub fn applying(p: &CaseParams, f: &Facts) -> Vec<Deviation> {
         (OUTPUT_CHECKS, streaming),
         (REQUEST_SHAPE, !p.request_shape.is_unset()),
         (TRACE_PROMPTS, matches!(p.dataset, Dataset::Trace(_))),
+        (
+            REASONING_KEYS,
+            matches!(
+                backend.spec().stream,
+                Some(crate::plan::backend::Api::Chat | crate::plan::backend::Api::Responses)
+            ),
+        ),
+        (SERVER_TIMING_CHECKS, streaming),
     ];
     rules
         .into_iter()

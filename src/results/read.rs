@@ -161,9 +161,45 @@ pub struct ReasoningFigures {
     pub ttfo_p99: Option<f64>,
     pub reasoning_mean: Option<f64>,
     pub tpot_answer_mean: Option<f64>,
+    pub tpot_all_mean: Option<f64>,
+    pub itl_answer_mean: Option<f64>,
     pub reasoning_tokens: Option<u64>,
     /// `usage`, `events` or `mixed` (server text: escaped where it lands).
     pub source: Option<String>,
+}
+
+/// Where a case's time went, from the server's own timings (`benchplan.server_timings`)
+/// and the client's means ([`CaseFile::time_split`]); milliseconds. Queue + prefill +
+/// outside is the client's TTFT; decode is the client's E2EL less its TTFT.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct TimeSplit {
+    pub queue: f64,
+    pub prefill: f64,
+    /// Client TTFT − server TTFT: frontend, network, proxies, the client.
+    pub outside: f64,
+    pub decode: Option<f64>,
+    pub server_ttft: Option<f64>,
+    pub gap_p99: Option<f64>,
+    pub server_generation: Option<f64>,
+    pub requests: u64,
+}
+
+/// A case's speculative decoding as a report shows it ([`CaseFile::speculative`]).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SpecFigures {
+    /// Percent, pooled over the requests; tokens per step.
+    pub acceptance_rate: Option<f64>,
+    pub acceptance_length: Option<f64>,
+    pub p10_acceptance_rate: Option<f64>,
+    pub median_acceptance_rate: Option<f64>,
+    pub tpot_correlation: Option<f64>,
+    pub server_metrics_acceptance_rate: Option<f64>,
+    pub disagrees: bool,
+    /// `vllm`, `llama` or `mixed` (benchplan's word, escaped where it lands anyway).
+    pub source: Option<String>,
+    pub requests: u64,
+    /// The summed histogram as shares of steps, in percent (`12 / 40 / 48`).
+    pub histogram: Option<String>,
 }
 
 /// A case's measuring-machine figures as its result keeps them (see `load::machine`).
@@ -188,6 +224,9 @@ pub struct TraceFigures {
     pub ttft_ms_cache_hit: Option<f64>,
     pub ttft_ms_cache_miss: Option<f64>,
 }
+
+/// benchplan's blocks whose keys are flat, vLLM-style column names.
+const FLAT_BLOCKS: [&str; 3] = ["reasoning", "server_timings", "speculative_decoding"];
 
 /// A result file's JSON, read through typed accessors (borrowed: nothing is copied).
 #[derive(Debug, Clone, Copy)]
@@ -417,22 +456,100 @@ impl<'a> CaseFile<'a> {
 
     /// A reasoning case's figures (`benchplan.reasoning`): the means and P99s of its
     /// times to the first token on any channel and to the answer, its reasoning
-    /// time, the answer's TPOT, and its reasoning tokens.
+    /// time, the answer's TPOT and ITL, and its reasoning tokens.
     pub fn reasoning(&self) -> Option<ReasoningFigures> {
         let r = self.block()?.get("reasoning")?;
-        let stat = |k: &str, s: &str| r.get(k).and_then(|m| m.get(s)).and_then(Value::as_f64);
+        let n = |k: &str| r.get(k).and_then(Value::as_f64);
         Some(ReasoningFigures {
-            ttft_any_mean: stat("ttft_any_ms", "mean"),
-            ttfo_mean: stat("ttfo_ms", "mean"),
-            ttfo_p99: stat("ttfo_ms", "p99"),
-            reasoning_mean: stat("reasoning_ms", "mean"),
-            tpot_answer_mean: stat("tpot_answer_ms", "mean"),
+            ttft_any_mean: n("mean_ttft_any_ms"),
+            ttfo_mean: n("mean_ttfo_ms"),
+            ttfo_p99: n("p99_ttfo_ms"),
+            reasoning_mean: n("mean_reasoning_ms"),
+            tpot_answer_mean: n("mean_tpot_answer_ms"),
+            tpot_all_mean: n("mean_tpot_all_ms"),
+            itl_answer_mean: n("mean_itl_answer_ms"),
             reasoning_tokens: r.get("reasoning_tokens").and_then(Value::as_u64),
             source: r
                 .get("reasoning_tokens_source")
                 .and_then(Value::as_str)
                 .map(str::to_string),
         })
+    }
+
+    /// Where the case's time went (queue, prefill, outside the engine, decode), when
+    /// its responses carried the server's own timings.
+    pub fn time_split(&self) -> Option<TimeSplit> {
+        let t = self.in_block("server_timings")?;
+        let n = |k: &str| t.get(k).and_then(Value::as_f64);
+        let server_ttft = n("mean_server_ttft_ms")?;
+        let queue = n("mean_server_queue_ms").unwrap_or(0.0);
+        let decode = self
+            .number("mean_e2el_ms")
+            .zip(self.number("mean_ttft_ms"))
+            .map(|(e, t)| (e - t).max(0.0));
+        Some(TimeSplit {
+            queue,
+            prefill: n("mean_server_prefill_ms").unwrap_or((server_ttft - queue).max(0.0)),
+            outside: n("mean_ttft_gap_ms").unwrap_or(0.0),
+            decode,
+            server_ttft: Some(server_ttft),
+            gap_p99: n("p99_ttft_gap_ms"),
+            server_generation: n("mean_server_generation_ms"),
+            requests: t.get("requests").and_then(Value::as_u64).unwrap_or(0),
+        })
+    }
+
+    /// A case's speculative decoding per request (`benchplan.speculative_decoding`).
+    pub fn speculative(&self) -> Option<SpecFigures> {
+        let s = self.in_block("speculative_decoding")?;
+        let n = |k: &str| s.get(k).and_then(Value::as_f64);
+        let hist: Vec<f64> = s
+            .get("acceptance_histogram")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default();
+        let steps: f64 = hist.iter().sum();
+        Some(SpecFigures {
+            acceptance_rate: n("acceptance_rate").filter(|_| n("requests") > Some(0.0)),
+            acceptance_length: n("acceptance_length"),
+            p10_acceptance_rate: n("p10_acceptance_rate"),
+            median_acceptance_rate: n("median_acceptance_rate"),
+            tpot_correlation: n("tpot_acceptance_correlation"),
+            server_metrics_acceptance_rate: n("server_metrics_acceptance_rate"),
+            disagrees: s
+                .get("disagrees_with_server_metrics")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            source: s
+                .get("spec_source")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            requests: s.get("requests").and_then(Value::as_u64).unwrap_or(0),
+            histogram: (steps > 0.0).then(|| {
+                hist.iter()
+                    .map(|h| format!("{:.0}", h / steps * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            }),
+        })
+    }
+
+    /// Per request (acceptance rate %, TPOT ms), for the chart of one against the other.
+    pub fn acceptance_points(&self) -> Vec<(f64, f64)> {
+        let pts = self
+            .in_block("speculative_decoding")
+            .and_then(|s| s.get("per_request"));
+        let list = |k: &str| -> Vec<f64> {
+            pts.and_then(|p| p.get(k))
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_f64).collect())
+                .unwrap_or_default()
+        };
+        list("acceptance_rate")
+            .into_iter()
+            .zip(list("tpot_ms"))
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .collect()
     }
 
     /// The measured run's length in seconds (vLLM's `duration`).
@@ -502,21 +619,17 @@ impl<'a> CaseFile<'a> {
             if let Some(Value::Object(e)) = b.get("errors_by_kind") {
                 out.extend(e.iter().map(|(k, v)| (format!("errors_{k}"), v)));
             }
-            // A reasoning case's figures under the names of vLLM's keys
-            // (`mean_ttfo_ms`, `p99_ttft_any_ms`, …) and its token counts.
-            if let Some(Value::Object(r)) = b.get("reasoning") {
-                for (k, v) in r {
-                    match v {
-                        Value::Object(stats) => out.extend(
-                            stats
-                                .iter()
-                                .filter(|(stat, _)| *stat != "n")
-                                .map(|(stat, x)| (format!("{stat}_{k}"), x)),
-                        ),
-                        Value::Number(_) if k.ends_with("_tokens") => {
-                            out.push((k.clone(), v));
+            // The flat blocks (`benchplan.reasoning`, `.server_timings`,
+            // `.speculative_decoding`): their keys are already vLLM-style column
+            // names (`mean_ttfo_ms`, `p99_ttft_gap_ms`, `reasoning_tokens`); only their
+            // bare counts take the block's name (`server_timings_requests`).
+            for block in FLAT_BLOCKS {
+                if let Some(Value::Object(r)) = b.get(block) {
+                    for (k, v) in r.iter().filter(|(_, v)| !v.is_object() && !v.is_array()) {
+                        match k.as_str() {
+                            "requests" | "rejected" => out.push((format!("{block}_{k}"), v)),
+                            _ => out.push((k.clone(), v)),
                         }
-                        _ => {}
                     }
                 }
             }

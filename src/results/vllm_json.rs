@@ -269,6 +269,9 @@ fn benchplan_block(s: &Summary, detailed: bool, extras: Map<String, Value>) -> M
     if let Some(t) = &s.server_timings {
         b.insert("server_timings".into(), json!(t));
     }
+    if let Some(f) = &s.speculative {
+        b.insert("speculative_decoding".into(), json!(f));
+    }
     b.insert("histograms_us".into(), encoded_histograms(s));
     let c = &s.connections;
     let mut conn = Map::new();

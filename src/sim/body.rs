@@ -71,7 +71,7 @@ pub struct SseStream {
     /// The request asked for vLLM's per-request `metrics` (`include_metrics`): the
     /// engine's timings go out in a chunk of their own before `[DONE]`.
     pub include_metrics: bool,
-    pub timings: Option<super::engine::Timings>,
+    pub timings: Option<Box<super::engine::Timings>>,
 }
 
 impl SseStream {
@@ -253,10 +253,11 @@ impl SseStream {
             buf.extend_from_slice(self.usage_head.as_bytes());
             buf.extend_from_slice(
                 format!(
-                    r#""choices":[],"metrics":{{"time_to_first_token_ms":{:.3},"queue_time_ms":{:.3},"generation_time_ms":{:.3},"mean_itl_ms":{itl:.3},"tokens_per_second":{tps:.3}}}}}"#,
+                    r#""choices":[],"metrics":{{"time_to_first_token_ms":{:.3},"queue_time_ms":{:.3},"generation_time_ms":{:.3},"mean_itl_ms":{itl:.3},"tokens_per_second":{tps:.3}{}}}}}"#,
                     t.ttft * 1e3,
                     t.queue * 1e3,
                     t.generation * 1e3,
+                    t.spec.map(spec_decoding).unwrap_or_default(),
                 )
                 .as_bytes(),
             );
@@ -265,6 +266,27 @@ impl SseStream {
         buf.extend_from_slice(b"data: [DONE]\n\n");
         self.finished = true;
     }
+}
+
+/// `,"speculative_decoding":{…}`: vLLM's per-request object (vllm#48915) of one
+/// request's tally.
+fn spec_decoding(t: super::engine::SpecTally) -> String {
+    let steps = t.steps.max(1) as f64;
+    let drafted = t.drafted.max(1) as f64;
+    let histogram: Vec<String> = t.histogram[..=t.k as usize]
+        .iter()
+        .map(u64::to_string)
+        .collect();
+    format!(
+        r#","speculative_decoding":{{"mean_acceptance_length":{:.4},"draft_acceptance_rate":{:.4},"acceptance_histogram":[{}],"num_spec_steps":{},"num_accepted_draft_tokens":{},"num_draft_tokens":{},"num_spec_tokens":{}}}"#,
+        1.0 + t.accepted as f64 / steps,
+        t.accepted as f64 / drafted,
+        histogram.join(","),
+        t.steps,
+        t.accepted,
+        t.drafted,
+        t.k,
+    )
 }
 
 /// `,"completion_tokens_details":{"reasoning_tokens":N}` for a reasoning answer of

@@ -42,7 +42,7 @@ impl Finish {
 }
 
 /// What the engine tells a request's response body.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// Tokens `start .. start + n` of the output are ready (n = 0 for pooling requests).
     Tokens {
@@ -52,7 +52,7 @@ pub enum Event {
         cached_tokens: u64,
         /// On the last event: the engine's own view of the request (vLLM's
         /// per-request `metrics`, served when a request asks with `include_metrics`).
-        timings: Option<Timings>,
+        timings: Option<Box<Timings>>,
     },
     /// The stream is to be cut off here (injected disconnect).
     Cut,
@@ -65,6 +65,22 @@ pub struct Timings {
     pub queue: f64,
     pub ttft: f64,
     pub generation: f64,
+    /// Its speculative decoding; None without a draft model.
+    pub spec: Option<SpecTally>,
+}
+
+/// One request's speculative decoding, as vLLM's per-request
+/// `metrics.speculative_decoding` counts it (vllm#48915).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SpecTally {
+    /// Draft steps (verifications), tokens drafted and accepted.
+    pub steps: u64,
+    pub drafted: u64,
+    pub accepted: u64,
+    /// Speculative tokens per step.
+    pub k: u64,
+    /// Steps by accepted tokens (index 0: none accepted), `k + 1` of them used.
+    pub histogram: [u64; super::metrics::SPEC_POSITIONS + 1],
 }
 
 /// One request handed to the engine.
@@ -96,6 +112,7 @@ struct Seq {
     cached: u64,
     /// Tokens verified by past drafts and not yet streamed.
     drafted_ahead: u64,
+    spec: SpecTally,
     /// When it left the waiting queue for a slot, and when its first token was due.
     admitted: Instant,
     first_at: Option<Instant>,
@@ -191,6 +208,7 @@ impl Engine {
                     cut_after,
                     cached,
                     drafted_ahead: 0,
+                    spec: SpecTally::default(),
                     admitted: Instant::now(),
                     first_at: None,
                 },
@@ -272,11 +290,7 @@ impl Engine {
                 n,
                 finish,
                 cached_tokens: seq.cached,
-                timings: done.then(|| Timings {
-                    queue: since(seq.job.arrived, seq.admitted),
-                    ttft: since(seq.job.arrived, first),
-                    generation: since(first, due),
-                }),
+                timings: None,
             };
             // The first token comes from prefill; later ones from decode steps.
             let decoded = if seq.emitted == 0 {
@@ -290,9 +304,18 @@ impl Engine {
                 &self.config.spec_decode_acceptance,
                 &self.stats,
                 &mut self.rng,
-                &mut seq.drafted_ahead,
+                (&mut seq.drafted_ahead, &mut seq.spec),
                 decoded,
             );
+            let mut ev = ev;
+            if let (true, Event::Tokens { timings, .. }) = (done, &mut ev) {
+                *timings = Some(Box::new(Timings {
+                    queue: since(seq.job.arrived, seq.admitted),
+                    ttft: since(seq.job.arrived, first),
+                    generation: since(first, due),
+                    spec: (seq.spec.steps > 0).then_some(seq.spec),
+                }));
+            }
             if done {
                 // Counters first: a client that sees the last chunk must see the engine idle.
                 let events = seq.job.events.clone();
@@ -324,11 +347,19 @@ impl Engine {
 /// Speculative decoding for `n` decode tokens: drafts until they cover them, each
 /// proposing one token per position and yielding 1 + its accepted prefix; what a
 /// draft verified beyond `n` is kept in `ahead` for the next step.
-fn speculate(acceptance: &[f64], stats: &Stats, rng: &mut Rng, ahead: &mut u64, n: u64) {
+/// The request's own tally goes into `mine` (vLLM's per-request figures).
+fn speculate(
+    acceptance: &[f64],
+    stats: &Stats,
+    rng: &mut Rng,
+    (ahead, mine): (&mut u64, &mut SpecTally),
+    n: u64,
+) {
     let k = acceptance.len().min(super::metrics::SPEC_POSITIONS);
     if k == 0 {
         return;
     }
+    mine.k = k as u64;
     while *ahead < n {
         let mut accepted = 0;
         for (i, p) in acceptance.iter().take(k).enumerate() {
@@ -341,6 +372,10 @@ fn speculate(acceptance: &[f64], stats: &Stats, rng: &mut Rng, ahead: &mut u64, 
         stats.spec_drafts.fetch_add(1, Relaxed);
         stats.spec_draft_tokens.fetch_add(k as u64, Relaxed);
         stats.spec_accepted.fetch_add(accepted, Relaxed);
+        mine.steps += 1;
+        mine.drafted += k as u64;
+        mine.accepted += accepted;
+        mine.histogram[accepted as usize] += 1;
         *ahead += 1 + accepted;
     }
     *ahead -= n;

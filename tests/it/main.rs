@@ -31,6 +31,7 @@ mod servers;
 mod shards;
 mod sim;
 mod sim_timing;
+mod spec_decode;
 mod support;
 mod texts;
 mod tokenizers;

@@ -51,10 +51,10 @@ fn reasoning_of(backend: &str, field: &str) -> (serde_json::Value, serde_json::V
     (r, block)
 }
 
-fn ms(block: &serde_json::Value, key: &str, stat: &str) -> f64 {
-    block[key][stat]
+fn ms(block: &serde_json::Value, key: &str) -> f64 {
+    block[key]
         .as_f64()
-        .unwrap_or_else(|| panic!("{key}.{stat} in {block:#}"))
+        .unwrap_or_else(|| panic!("{key} in {block:#}"))
 }
 
 #[test]
@@ -74,18 +74,30 @@ fn reasoning_time_and_tokens_are_the_injected_ones_on_each_field_and_api() {
         assert_eq!(b["answer_tokens"], 72, "{at}: {b:#}");
         assert_eq!(b["reasoning_tokens_source"], "usage", "{at}");
         // The times: reasoning is TTFO − TTFT (any) = 20 decode steps of 10 ms.
-        let any = ms(&b, "ttft_any_ms", "mean");
-        let ttfo = ms(&b, "ttfo_ms", "mean");
-        let thinking = ms(&b, "reasoning_ms", "mean");
+        let any = ms(&b, "mean_ttft_any_ms");
+        let ttfo = ms(&b, "mean_ttfo_ms");
+        let thinking = ms(&b, "mean_reasoning_ms");
         assert!((any - 20.0).abs() < TOL_MS, "{at}: TTFT (any) {any}");
         assert!(
             (thinking - 200.0).abs() < TOL_MS,
             "{at}: reasoning {thinking}"
         );
         assert!((ttfo - any - thinking).abs() < 1e-6, "{at}");
+        // TTFO is also a vLLM-style latency family at the top, for compare and history.
+        let top = r["mean_ttfo_ms"].as_f64().expect("mean_ttfo_ms");
+        assert!((top - ttfo).abs() < 1e-6, "{at}: {top} {ttfo}");
         // The answer's own pace is the injected ITL.
-        let tpot = ms(&b, "tpot_answer_ms", "mean");
-        assert!((tpot - 10.0).abs() < 0.5, "{at}: answer TPOT {tpot}");
+        // The answer's own pace, and every token's, is the injected ITL: with and
+        // without the reasoning, TPOT and ITL alike.
+        for key in [
+            "mean_tpot_answer_ms",
+            "mean_tpot_all_ms",
+            "median_itl_answer_ms",
+            "median_itl_all_ms",
+        ] {
+            let v = ms(&b, key);
+            assert!((v - 10.0).abs() < 0.5, "{at}: {key} {v}");
+        }
         // vLLM's TTFT: the first token event, which a `reasoning_content` delta is not.
         let vllm_ttft = r["mean_ttft_ms"].as_f64().unwrap();
         let expected = if field == "reasoning_content" {
@@ -138,9 +150,7 @@ fn an_slo_on_ttfo_judges_the_answer_not_the_first_reasoning_token() {
     // The case computed TTFO as a latency family because its SLO reads it, from the
     // same samples as benchplan.reasoning.
     let top = r["p99_ttfo_ms"].as_f64().expect("p99_ttfo_ms");
-    let block = r["benchplan"]["reasoning"]["ttfo_ms"]["p99"]
-        .as_f64()
-        .unwrap();
+    let block = r["benchplan"]["reasoning"]["p99_ttfo_ms"].as_f64().unwrap();
     assert!(
         (top - block).abs() < 1e-9 && (top - 220.0).abs() < TOL_MS,
         "{top} {block}"

@@ -78,6 +78,8 @@ server_timings = true
     )
 }
 
+/// The case's `benchplan.server_timings`, with its warnings as one string under
+/// `warnings_text`.
 fn timings(dir: &std::path::Path, tag: &str, base_url: &str) -> serde_json::Value {
     let run = run_plan(dir, tag, &plan(base_url), &[], 0);
     let file = std::fs::read_dir(&run)
@@ -89,8 +91,9 @@ fn timings(dir: &std::path::Path, tag: &str, base_url: &str) -> serde_json::Valu
         })
         .unwrap_or_else(|| case_file(&run));
     let r = read_json(&file);
-    let t = r["benchplan"]["server_timings"].clone();
+    let mut t = r["benchplan"]["server_timings"].clone();
     assert!(t.is_object(), "no server_timings in {:#}", r["benchplan"]);
+    t["warnings_text"] = r["benchplan"]["warnings"].to_string().into();
     t
 }
 
@@ -103,18 +106,21 @@ fn the_gap_is_small_on_loopback_and_grows_by_what_a_relay_holds() {
     let direct = timings(&dir, "direct", &sim.url);
     assert_eq!(direct["requests"], 8, "{direct:#}");
     assert_eq!(direct["rejected"], 0);
-    let server = direct["server_ttft_ms"]["mean"].as_f64().unwrap();
-    let gap = direct["gap_ms"]["mean"].as_f64().unwrap();
+    let server = direct["mean_server_ttft_ms"].as_f64().unwrap();
+    let gap = direct["mean_ttft_gap_ms"].as_f64().unwrap();
     // The engine's TTFT is its prefill; the client sees it a little later.
     assert!((server - 20.0).abs() < 3.0, "server TTFT {server}");
     assert!((0.0..5.0).contains(&gap), "loopback gap {gap} ms");
-    assert!(direct["server_queue_ms"]["mean"].as_f64().unwrap() < 1.0);
+    assert!(direct["mean_server_queue_ms"].as_f64().unwrap() < 1.0);
     // Through a relay that holds each request 30 ms: the gap grows by 30 ms, the
     // server's own TTFT does not move.
     let relay = slow_relay(&sim.url, Duration::from_millis(30));
     let slow = timings(&dir, "relay", &relay);
-    let server_slow = slow["server_ttft_ms"]["mean"].as_f64().unwrap();
-    let gap_slow = slow["gap_ms"]["mean"].as_f64().unwrap();
+    // The relay is on this host: a 30 ms path on loopback is worth a warning.
+    let said = slow["warnings_text"].as_str().unwrap();
+    assert!(said.contains("this client or its path adds"), "{said}");
+    let server_slow = slow["mean_server_ttft_ms"].as_f64().unwrap();
+    let gap_slow = slow["mean_ttft_gap_ms"].as_f64().unwrap();
     assert!(
         (server_slow - server).abs() < 3.0,
         "{server_slow} vs {server}"
@@ -129,10 +135,17 @@ fn the_gap_is_small_on_loopback_and_grows_by_what_a_relay_holds() {
 /// A server that answers chat like llama-server: its final chunk carries `usage` and
 /// llama.cpp's `timings` (the shape llama-server streams, tools/server: `cache_n`,
 /// `prompt_n`, `prompt_ms`, per-token and per-second rates, `draft_n`,
-/// `draft_n_accepted`), with `prompt_ms` = `prompt_ms_of(request)`; the models list
-/// names `m`.
+/// `draft_n_accepted`); the models list names `m`.
 fn llama_like(timings: &'static str) -> String {
+    final_chunk_server(format!(",\"timings\":{timings}"))
+}
+
+/// A chat server of three content tokens whose final chunk (`choices: []`, with
+/// `usage`) ends with `fields` (`,"metrics":{…}`): the shape of vLLM's and
+/// llama-server's last chunk; the models list names `m`.
+pub fn final_chunk_server(fields: String) -> String {
     use crate::support::{read_request, scripted};
+    let fields = std::sync::Arc::new(fields);
     scripted(move |_, s, _| {
         while let Some((head, _)) = read_request(s) {
             let line = head.lines().next().unwrap_or("").to_string();
@@ -151,7 +164,7 @@ fn llama_like(timings: &'static str) -> String {
                     "data: {head}\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\" a\"}},\"finish_reason\":null}}]}}\n\n"
                 );
                 let last = format!(
-                    "data: {head}\"choices\":[],\"usage\":{{\"completion_tokens\":3,\"prompt_tokens\":808,\"total_tokens\":811,\"prompt_tokens_details\":{{\"cached_tokens\":804}}}},\"timings\":{timings}}}\n\n"
+                    "data: {head}\"choices\":[],\"usage\":{{\"completion_tokens\":3,\"prompt_tokens\":808,\"total_tokens\":811,\"prompt_tokens_details\":{{\"cached_tokens\":804}}}}{fields}}}\n\n"
                 );
                 send(s, "text/event-stream", &format!("{token}{token}{token}{last}data: [DONE]\n\n"));
             }
@@ -160,7 +173,7 @@ fn llama_like(timings: &'static str) -> String {
     .0
 }
 
-fn llama_plan(base_url: &str) -> String {
+pub fn llama_plan(base_url: &str) -> String {
     let tokenizer = crate::support::repo().join("tests/fixtures/tokenizer");
     format!(
         "[services.l]\nbase_url = \"{base_url}\"\nmodel = \"m\"\ntokenizer = \"{}\"\n\
@@ -181,13 +194,26 @@ fn llama_servers_prompt_time_is_its_ttft_and_hostile_timings_are_skipped() {
     let r = read_json(&first_result(&run));
     let t = &r["benchplan"]["server_timings"];
     assert_eq!(t["requests"], 4, "{t:#}");
-    assert_eq!(t["server_ttft_ms"]["mean"].as_f64(), Some(12.5), "{t:#}");
+    assert_eq!(t["mean_server_ttft_ms"].as_f64(), Some(12.5), "{t:#}");
     // The gap is the client's TTFT less the server's own, request by request.
     let client = r["mean_ttft_ms"].as_f64().unwrap();
-    let gap = t["gap_ms"]["mean"].as_f64().unwrap();
+    let gap = t["mean_ttft_gap_ms"].as_f64().unwrap();
     assert!(
         (gap - (client - 12.5)).abs() < 1e-6,
         "gap {gap}, client TTFT {client}"
+    );
+    // Its decode time, and its draft model's acceptance: 5 of 6 drafted tokens.
+    assert_eq!(t["mean_server_generation_ms"].as_f64(), Some(30.0), "{t:#}");
+    let sd = &r["benchplan"]["speculative_decoding"];
+    assert_eq!(
+        (sd["requests"].as_u64(), sd["spec_source"].as_str()),
+        (Some(4), Some("llama")),
+        "{sd:#}"
+    );
+    assert!((sd["acceptance_rate"].as_f64().unwrap() - 500.0 / 6.0).abs() < 1e-9);
+    assert!(
+        sd["acceptance_length"].is_null(),
+        "llama-server reports no steps"
     );
     // vLLM's own list (server_ttfts) stays vLLM's: llama-server sends no `metrics`.
     assert!(r.get("server_ttfts").is_none_or(|v| v.is_null()));
@@ -217,7 +243,7 @@ fn llama_servers_prompt_time_is_its_ttft_and_hostile_timings_are_skipped() {
 }
 
 /// The one case result of a run (any service).
-fn first_result(run: &std::path::Path) -> std::path::PathBuf {
+pub fn first_result(run: &std::path::Path) -> std::path::PathBuf {
     std::fs::read_dir(run)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -13,7 +13,7 @@
 
 pub use model::{
     Api, Channel, Choice, Chunk, CompletionDetails, Delta, FirstChoice, PromptDetails, ServerTimes,
-    Truthy, Usage,
+    SpecDecodeCounts, Truthy, Usage,
 };
 
 pub mod model;
@@ -33,9 +33,55 @@ pub fn full_parse(data: &[u8]) -> Result<Chunk<'_>, serde_json::Error> {
     serde_json::from_slice(data)
 }
 
+/// `data` with Python's non-JSON numbers (`NaN`, `Infinity`, `-Infinity`, which
+/// Python's `json.dumps` writes and vLLM's client's `json.loads` reads) outside
+/// strings made `null`; None when it has none. A server's timing that is not a number
+/// then reads as absent, where serde alone would fail the whole chunk.
+pub fn python_specials_to_null(data: &[u8]) -> Option<Vec<u8>> {
+    const WORDS: [&[u8]; 3] = [b"-Infinity", b"Infinity", b"NaN"];
+    let (mut out, mut i, mut in_str, mut changed) = (Vec::new(), 0, false, false);
+    while i < data.len() {
+        let b = data[i];
+        if in_str {
+            out.push(b);
+            match b {
+                b'\\' if i + 1 < data.len() => {
+                    out.push(data[i + 1]);
+                    i += 1;
+                }
+                b'"' => in_str = false,
+                _ => {}
+            }
+        } else if b == b'"' {
+            in_str = true;
+            out.push(b);
+        } else if let Some(w) = WORDS.iter().find(|w| data[i..].starts_with(w)) {
+            out.extend_from_slice(b"null");
+            i += w.len() - 1;
+            changed = true;
+        } else {
+            out.push(b);
+        }
+        i += 1;
+    }
+    changed.then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pythons_nan_and_infinity_become_null_outside_strings_only() {
+        let data = br#"{"metrics":{"a":NaN,"b":-Infinity,"c":Infinity,"s":"NaN \" Infinity"}}"#;
+        let fixed = python_specials_to_null(data).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&fixed).unwrap(),
+            r#"{"metrics":{"a":null,"b":null,"c":null,"s":"NaN \" Infinity"}}"#
+        );
+        assert!(parse(&fixed).is_ok());
+        assert_eq!(python_specials_to_null(br#"{"s":"NaN"}"#), None);
+    }
 
     fn token(api: Api, json: &str) -> Option<String> {
         parse(json.as_bytes())

@@ -16,10 +16,10 @@ pub struct Chunk<'a> {
     #[serde(default)]
     pub error: Option<IgnoredAny>,
     /// vLLM's per-request timings (`metrics.queue_time_ms`, …), when it sends them.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_object")]
     pub metrics: Option<ServerTimes>,
-    /// llama.cpp's per-request `timings` (llama-server's final chunk), read leniently.
-    #[serde(default, deserialize_with = "lenient_timings")]
+    /// llama.cpp's per-request `timings` (llama-server's final chunk).
+    #[serde(default, deserialize_with = "lenient_object")]
     pub timings: Option<LlamaTimings>,
 }
 
@@ -30,15 +30,37 @@ pub struct Chunk<'a> {
 pub struct LlamaTimings {
     /// Prompt processing time: the server's own time to its first token (it reports
     /// no queue).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient")]
     pub prompt_ms: Option<f64>,
-    #[serde(default)]
+    /// Decode time.
+    #[serde(default, deserialize_with = "lenient")]
     pub predicted_ms: Option<f64>,
+    /// Speculative decoding with a draft model: tokens drafted and accepted.
+    #[serde(default, deserialize_with = "lenient")]
+    pub draft_n: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub draft_n_accepted: Option<u64>,
 }
 
-/// The timings object, or None when it is not one or a field has the wrong type.
-fn lenient_timings<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LlamaTimings>, D::Error> {
+/// Server text read leniently: a value of the wrong shape (a string for a number, a
+/// list for an object, a fraction for a count) reads as absent, never as a failed
+/// chunk. Only the optional side-channels use it (timings, details), never a field
+/// that decides what a token event is.
+pub fn lenient<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
     Ok(serde_json::from_value(serde_json::Value::deserialize(d)?).ok())
+}
+
+/// [`lenient`] for an object: only a JSON object reads as one (serde would take a
+/// list as a struct's fields in order: `[1, 2]` is no timings object).
+pub fn lenient_object<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        v @ serde_json::Value::Object(_) => Ok(serde_json::from_value(v).ok()),
+        _ => Ok(None),
+    }
 }
 
 /// `choices`: whether it was non-empty, and its first element.
@@ -89,7 +111,7 @@ pub struct Usage {
     pub completion_tokens: Option<u64>,
     #[serde(default)]
     pub prompt_tokens_details: Option<PromptDetails>,
-    #[serde(default, deserialize_with = "lenient_details")]
+    #[serde(default, deserialize_with = "lenient_object")]
     pub completion_tokens_details: Option<CompletionDetails>,
 }
 
@@ -98,19 +120,8 @@ pub struct Usage {
 /// failed chunk.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
 pub struct CompletionDetails {
-    #[serde(default, deserialize_with = "lenient_count")]
+    #[serde(default, deserialize_with = "lenient")]
     pub reasoning_tokens: Option<u64>,
-}
-
-fn lenient_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    Ok(serde_json::Value::deserialize(d)?.as_u64())
-}
-
-/// The details object, or None when it is not one (a string, a list).
-pub fn lenient_details<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Option<CompletionDetails>, D::Error> {
-    Ok(serde_json::from_value(serde_json::Value::deserialize(d)?).ok())
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
@@ -119,13 +130,36 @@ pub struct PromptDetails {
     pub cached_tokens: Option<u64>,
 }
 
-/// The server's own view of the request, in milliseconds.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
+/// The server's own view of the request (vLLM's `metrics`, vllm#46768), in
+/// milliseconds, and its speculative decoding (vllm#48915).
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 pub struct ServerTimes {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient")]
     pub queue_time_ms: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient")]
     pub time_to_first_token_ms: Option<f64>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub generation_time_ms: Option<f64>,
+    #[serde(default, deserialize_with = "lenient_object")]
+    pub speculative_decoding: Option<SpecDecodeCounts>,
+}
+
+/// vLLM's per-request `metrics.speculative_decoding` (`--per-request-spec-decode-metrics
+/// summary|detailed`): the counts benchplan derives every figure from (it recomputes
+/// the rate and length rather than trusting the server's own).
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+pub struct SpecDecodeCounts {
+    #[serde(default, deserialize_with = "lenient")]
+    pub num_spec_steps: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub num_draft_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub num_accepted_draft_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub num_spec_tokens: Option<u64>,
+    /// Steps by how many of their drafted tokens were accepted (index 0: none).
+    #[serde(default, deserialize_with = "lenient")]
+    pub acceptance_histogram: Option<Vec<u64>>,
 }
 
 /// Which API's rules decide what a token event is (the backend table names it).

@@ -2,9 +2,11 @@
 //! font files are read): the throughput–latency curve of a sweep ([`pareto`]), the
 //! TTFT and ITL distributions from the HDR histograms ([`cdf`]), the server's running,
 //! waiting and KV-cache use over each case ([`server`]), each case over its timeslices
-//! ([`timeslices`]), and an SLO search's probes
+//! ([`timeslices`]), where each case's time goes ([`timesplit`]), TPOT against
+//! speculative-decoding acceptance ([`acceptance`]), and an SLO search's probes
 //! ([`search`]). report.md links them; report.html shows them inline.
 
+pub mod acceptance;
 pub mod cdf;
 mod chart;
 pub mod pareto;
@@ -12,6 +14,7 @@ pub mod search;
 pub mod server;
 mod style;
 pub mod timeslices;
+pub mod timesplit;
 
 use serde_json::{Map, Value};
 
@@ -32,5 +35,7 @@ pub fn draw(cases: &[CaseView], rows: &[Row]) -> Vec<Chart> {
     out.extend(cdf::draw(cases, &result));
     out.extend(server::draw(cases, &result));
     out.extend(timeslices::draw(cases, &result));
+    out.extend(timesplit::draw(cases));
+    out.extend(acceptance::draw(cases, &result));
     out
 }

@@ -66,37 +66,56 @@ impl BaseUrl {
         self.0.starts_with("https://")
     }
 
-    /// Whether the host is this machine's loopback (`localhost`, 127.0.0.0/8, `::1`):
-    /// nothing but this host's own stack between the client and the server.
-    pub fn is_loopback(&self) -> bool {
+    /// Whether the host is this machine: its loopback (`localhost`, 127.0.0.0/8,
+    /// `::1`) or an address of one of its interfaces (a name is resolved; an address
+    /// is this host's when a socket can be bound to it). Nothing but this host's own
+    /// stack is then between the client and the server.
+    pub fn is_this_host(&self) -> bool {
         let Ok(url) = reqwest::Url::parse(&self.0) else {
             return false;
         };
         let host = url.host_str().unwrap_or_default();
         let bare = host.trim_start_matches('[').trim_end_matches(']');
-        host.eq_ignore_ascii_case("localhost")
-            || bare
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
+        if host.eq_ignore_ascii_case("localhost") {
+            return true;
+        }
+        let ips: Vec<std::net::IpAddr> = match bare.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(bare, 0))
+                .map(|a| a.map(|s| s.ip()).collect())
+                .unwrap_or_default(),
+        };
+        !ips.is_empty()
+            && ips
+                .iter()
+                .all(|ip| ip.is_loopback() || std::net::UdpSocket::bind((*ip, 0)).is_ok())
     }
 }
 
 #[cfg(test)]
-mod loopback_tests {
+mod this_host_tests {
     use super::BaseUrl;
 
     #[test]
-    fn loopback_is_localhost_127_8_and_ipv6_one() {
+    fn this_host_is_its_loopback_and_its_own_addresses() {
         for (url, want) in [
             ("http://127.0.0.1:8000", true),
             ("http://127.3.2.1", true),
             ("http://LOCALHOST:1/v1", true),
             ("http://[::1]:8000", true),
-            ("http://10.0.0.1", false),
-            ("https://api.example.com", false),
-            ("http://localhost.example.com", false),
+            // TEST-NET-1: never this host's.
+            ("http://192.0.2.1", false),
         ] {
-            assert_eq!(BaseUrl::parse(url).unwrap().is_loopback(), want, "{url}");
+            assert_eq!(BaseUrl::parse(url).unwrap().is_this_host(), want, "{url}");
+        }
+        // This host's own address on a routed interface, where it has one.
+        let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        if s.connect("192.0.2.1:9").is_ok() {
+            let me = s.local_addr().unwrap().ip();
+            if !me.is_unspecified() {
+                let url = format!("http://{me}:8000");
+                assert!(BaseUrl::parse(&url).unwrap().is_this_host(), "{url}");
+            }
         }
     }
 }

@@ -403,8 +403,9 @@ impl Events<'_> {
                 });
             }
         }
-        self.channel(c.channel(self.api), now);
-        if let Some(text) = c.token(self.api) {
+        let (channel, token) = c.read(self.api);
+        self.channel(channel, now);
+        if let Some(text) = token {
             self.token(text, now);
         } else if let Some(u) = c.usage {
             self.out.usage_reasoning = u

@@ -51,10 +51,10 @@ pub struct RouteFacts {
     /// credentials (`Authorization`, cookies, secret headers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials_withheld_at: Option<String>,
-    /// The target is on this host's loopback, reached with no proxy: what a path
-    /// adds to TTFT is then the client's own (the gap's warning).
+    /// The target is this host (its loopback or one of its addresses), reached with
+    /// no proxy: what a path adds to TTFT is then the client's own (the gap's warning).
     #[serde(skip)]
-    pub loopback: bool,
+    pub this_host: bool,
 }
 
 impl RouteFacts {
@@ -64,14 +64,14 @@ impl RouteFacts {
             proxy_variable: t.proxy.as_ref().map(|v| v.variable.to_string()),
             redirected_to: t.route.final_url(),
             credentials_withheld_at: t.route.withheld_at(),
-            loopback: t.proxy.is_none() && t.base_url.is_loopback(),
+            this_host: t.proxy.is_none() && t.base_url.is_this_host(),
         }
     }
 
     pub fn is_direct(&self) -> bool {
-        // Where the target is (loopback or not) is no step on the way.
+        // Where the target is (this host or not) is no step on the way.
         let way = RouteFacts {
-            loopback: false,
+            this_host: false,
             ..self.clone()
         };
         way == RouteFacts::default()
@@ -161,7 +161,7 @@ impl CaseResult {
     pub fn warnings(&self) -> Vec<String> {
         let mut w = self.summary.warnings();
         w.extend(self.route.notes());
-        if self.route.loopback {
+        if self.route.this_host {
             let ttft = self.summary.stat(crate::plan::params::Metric::Ttft);
             let t = self.summary.server_timings.as_ref();
             w.extend(t.zip(ttft).and_then(|(t, c)| t.gap_warning(c.mean)));

@@ -85,7 +85,7 @@ impl ServerTimings {
         w
     }
 
-    /// The gap's warning for a target on this host (loopback): what this client or
+    /// The gap's warning for a target on this host (loopback or its own address): what this client or
     /// the path adds to TTFT when it is large against it (over 5 ms and a fifth of
     /// the client's mean TTFT).
     pub fn gap_warning(&self, client_ttft_ms: f64) -> Option<String> {

@@ -13,6 +13,7 @@ mod golden;
 mod guards;
 mod hostile;
 mod in_process;
+mod llama_server;
 mod loadgen;
 mod multi_turn;
 mod native_http;

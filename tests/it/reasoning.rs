@@ -168,3 +168,35 @@ fn an_slo_on_ttfo_judges_the_answer_not_the_first_reasoning_token() {
     assert_eq!(verdict("p99_ttfo"), false);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The compare gate judges the answer's wait: a model that reasons twice as long (40
+/// reasoning tokens instead of 20, so its answer comes 200 ms later) at the same TTFT
+/// is a regression on `p99_ttfo_ms` and none on vLLM's TTFT.
+#[test]
+fn the_compare_gate_judges_ttfo_beside_ttft() {
+    let dir = tempdir("ttfo-compare");
+    let text = format!(
+        "{}[report]\ncharts = false\nmeasure = \"whole\"\ncompare_metrics = [\"p99_ttfo_ms\", \"p50_ttft_ms\"]\n",
+        plan("openai-chat", "reasoning").replace("output_len = 32", "output_len = 64")
+    );
+    let base = run_plan(&dir, "base", &text, &[], 0);
+    let baseline = format!("report.baseline={}", base.display());
+    let longer = "services.sim.sim.reasoning_tokens=40";
+    let run = run_plan(
+        &dir,
+        "longer",
+        &text,
+        &["--set", &baseline, "--set", longer],
+        4,
+    );
+    let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    let row = |key: &str| {
+        md.lines()
+            .find(|l| l.contains(key) && l.starts_with('|'))
+            .unwrap_or_else(|| panic!("no {key} row in {md}"))
+            .to_string()
+    };
+    assert!(row("p99_ttfo_ms").contains("REGRESSION"), "{md}");
+    assert!(!row("p50_ttft_ms").contains("REGRESSION"), "{md}");
+    std::fs::remove_dir_all(&dir).ok();
+}

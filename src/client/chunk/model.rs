@@ -202,6 +202,12 @@ impl Chunk<'_> {
     /// event: reasoning (`reasoning` or `reasoning_content`, with no content or tool
     /// call beside it) or the answer (any other output).
     pub fn channel(&self, api: Api) -> Channel {
+        self.read(api).0
+    }
+
+    /// The chunk's channel and its token event (see [`Chunk::token`]), read once.
+    pub fn read(&self, api: Api) -> (Channel, Option<&str>) {
+        let token = self.token(api);
         if matches!(api, Api::Chat | Api::Transcription) {
             if let Some(d) = self.choices.first.as_ref().and_then(|c| c.delta.as_ref()) {
                 let content = d.content.as_deref().is_some_and(|c| !c.is_empty());
@@ -210,15 +216,16 @@ impl Chunk<'_> {
                     && !d.tool_calls.0
                     && !d.function_call.0
                 {
-                    return Channel::Reasoning;
+                    return (Channel::Reasoning, token);
                 }
             }
         }
-        if self.token(api).is_some() {
+        let channel = if token.is_some() {
             Channel::Answer
         } else {
             Channel::None
-        }
+        };
+        (channel, token)
     }
 }
 

@@ -187,10 +187,10 @@ fn llama_servers_own_timings_and_drafts_are_read() {
         &[
             "-md",
             "{model}",
+            "--spec-type",
+            "draft-simple",
             "--spec-draft-n-max",
             "4",
-            "--spec-draft-n-min",
-            "1",
         ],
     ) else {
         return;

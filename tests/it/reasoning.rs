@@ -190,9 +190,11 @@ fn the_compare_gate_judges_ttfo_beside_ttft() {
         4,
     );
     let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    // The comparison table's row (the last table that names the key).
     let row = |key: &str| {
         md.lines()
-            .find(|l| l.contains(key) && l.starts_with('|'))
+            .filter(|l| l.contains(key) && l.starts_with('|'))
+            .last()
             .unwrap_or_else(|| panic!("no {key} row in {md}"))
             .to_string()
     };

@@ -13,6 +13,7 @@ pub mod clock;
 pub mod commands;
 pub mod dataset;
 pub mod diag;
+pub mod energy;
 pub mod escape;
 pub mod executor;
 pub mod exit;

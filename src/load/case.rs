@@ -92,9 +92,15 @@ pub async fn execute(
     }
     // The service's own metrics, unless the caller chose a source.
     let with_metrics;
-    let opts = if opts.server_metrics.is_none() && resolved.metrics.is_some() {
+    let opts = if (opts.server_metrics.is_none() && resolved.metrics.is_some())
+        || (opts.energy.is_none() && resolved.energy.is_some())
+    {
         with_metrics = RunOptions {
-            server_metrics: resolved.metrics.clone(),
+            server_metrics: opts
+                .server_metrics
+                .clone()
+                .or_else(|| resolved.metrics.clone()),
+            energy: opts.energy.clone().or_else(|| resolved.energy.clone()),
             ..opts.clone()
         };
         &with_metrics

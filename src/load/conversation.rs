@@ -387,6 +387,8 @@ pub async fn run_conversations(
         accounting,
         planned_turns,
         server_metrics,
+        // Multi-turn cases do not read energy yet.
+        energy: None,
         machine: Some(machine),
         // Its turns wait for their answers: a closed loop, which cannot over-saturate.
         oversaturation: None,

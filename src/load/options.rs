@@ -33,6 +33,8 @@ pub struct RunOptions {
     pub data_dir: std::path::PathBuf,
     /// The service's `/metrics`, scraped around and during the measured requests.
     pub server_metrics: Option<Arc<crate::servermetrics::Source>>,
+    /// Where the service's GPU energy is read around and during the measured requests.
+    pub energy: Option<Arc<crate::energy::source::Source>>,
     /// Say on stderr what the smoke request waits for when it takes more than a few
     /// seconds (`bench`, which prints nothing else before its run).
     pub announce_waits: bool,
@@ -62,6 +64,7 @@ impl Default for RunOptions {
             prewarm_connections: true,
             data_dir: std::path::PathBuf::from("."),
             server_metrics: None,
+            energy: None,
             announce_waits: false,
             oversaturation: Default::default(),
             stop_on_oversaturation: false,

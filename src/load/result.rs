@@ -141,6 +141,9 @@ impl CaseResult {
         if let Some(sm) = &self.run.server_metrics {
             m.insert("server_metrics".into(), sm.to_json());
         }
+        if let Some(e) = self.energy() {
+            m.insert("energy".into(), json!(e));
+        }
         if !params.lora_modules.is_empty() {
             m.insert("lora".into(), self.lora_json(params));
         }
@@ -161,12 +164,47 @@ impl CaseResult {
     pub fn warnings(&self) -> Vec<String> {
         let mut w = self.summary.warnings();
         w.extend(self.route.notes());
+        w.extend(self.energy().iter().flat_map(|e| e.warnings()));
         if self.route.this_host {
             let ttft = self.summary.stat(crate::plan::params::Metric::Ttft);
             let t = self.summary.server_timings.as_ref();
             w.extend(t.zip(ttft).and_then(|(t, c)| t.gap_warning(c.mean)));
         }
         w
+    }
+
+    /// The case's energy over its measured window: the steady window when it holds a
+    /// steady state, else first send to last answer; the tokens of the same window.
+    pub fn energy(&self) -> Option<crate::energy::figures::EnergyFigures> {
+        use crate::energy::figures::{EnergyFigures, Output};
+        let readings = self.run.energy.as_ref()?;
+        let steady = self
+            .window
+            .steady
+            .as_ref()
+            .filter(|s| s.status == crate::metrics::window::Steadiness::Steady);
+        let (name, a, b, s) = match steady {
+            Some(st) => ("steady", st.start_s, st.end_s, &st.summary),
+            None => {
+                let ok = self.run.records.iter().filter(|r| r.sample.success);
+                let a = self
+                    .run
+                    .records
+                    .iter()
+                    .map(|r| r.start)
+                    .fold(f64::INFINITY, f64::min);
+                let b = ok
+                    .map(|r| r.start + r.sample.latency)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                (a.is_finite() && b > a).then_some(("run", a, b, &self.summary))?
+            }
+        };
+        let out = Output {
+            output_tps: s.output_throughput,
+            total_tps: s.total_token_throughput,
+            goodput_rps: s.request_goodput,
+        };
+        Some(EnergyFigures::of(readings, name, a, b, out))
     }
 
     /// Which LoRA adapter each measured request named (in request order) and how

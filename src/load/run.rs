@@ -121,6 +121,9 @@ pub struct CaseRun {
     pub planned_turns: Vec<u32>,
     /// The server's own metrics over the measured requests, when it serves them.
     pub server_metrics: Option<crate::servermetrics::ServerMetrics>,
+    /// The GPUs' energy readings around and during the measured requests, when the
+    /// service names a source.
+    pub energy: Option<crate::energy::source::Readings>,
     /// How busy the measuring machine was over the measured requests.
     pub machine: Option<super::machine::Machine>,
     /// An open-loop case whose queue grew without bound: when, and whether it was
@@ -229,6 +232,12 @@ pub async fn run_case(
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RequestRecord>();
     let handle = tokio::runtime::Handle::current();
     let before = scrape_before(opts).await;
+    // The energy counters' first reading, stamped against the case's start.
+    let energy_start = Instant::now();
+    let energy = match &opts.energy {
+        Some(src) => Some(src.start(energy_start).await),
+        None => None,
+    };
     // How busy the machine is while the measured requests run (see `machine`).
     let watch = super::machine::Watch::start();
     let start = Instant::now();
@@ -393,6 +402,10 @@ pub async fn run_case(
         Some(s) => Some(s.finish().await),
         None => None,
     };
+    let energy = match energy {
+        Some(e) => Some(e.finish().await.shifted(energy_start, start)),
+        None => None,
+    };
     Ok(CaseRun {
         records: collected.records,
         started: start,
@@ -407,6 +420,7 @@ pub async fn run_case(
         accounting,
         planned_turns: vec![],
         server_metrics,
+        energy,
         oversaturation: collected.oversaturation,
     })
 }

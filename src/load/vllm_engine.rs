@@ -386,6 +386,7 @@ pub async fn execute(
         },
         planned_turns: Vec::new(),
         server_metrics: None,
+        energy: None,
         oversaturation: None,
     };
     Ok(CaseResult {

@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod dataset;
+pub mod energy;
 pub mod load;
 pub mod optimize;
 pub mod params;

@@ -51,6 +51,11 @@ pub struct Service {
     /// Scraping the server's Prometheus metrics around each case (overrides `defaults.server_metrics`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<ServerMetricsSpec>,
+    /// Where this service's GPU energy is read (a DCGM exporter; see "Energy and cost"
+    /// in the README): each case then reports joules and joules per token over its
+    /// measured window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy: Option<super::energy::EnergySpec>,
     /// Accept any TLS certificate (a self-signed server); `bench --insecure`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub insecure: Option<bool>,

@@ -149,6 +149,17 @@ pub struct SimParams {
     /// a token event for vLLM's client).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_field: Option<ReasoningField>,
+    /// A power model: each simulated GPU draws this many watts idle, served on
+    /// `/metrics` as a DCGM exporter serves its energy counter and power gauge (see
+    /// `energy`); 0 or unset with `watts_per_sequence` unset: no power series.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_watts: Option<f64>,
+    /// Watts each running sequence adds to the whole (split over `gpus`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watts_per_sequence: Option<f64>,
+    /// Simulated GPUs the power is split over (default 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u64>,
 }
 
 /// The delta field a simulated reasoning model streams its reasoning in.

@@ -130,6 +130,7 @@ pub async fn bring_up(planned: &Planned, case: &Case) -> Result<Arc<Resolved>, S
                 .or_else(|| case.params.server_metrics.clone())
                 .unwrap_or_default();
             r.metrics = metrics_source(&r, &spec, &case.service).await;
+            r.energy = svc.energy.as_ref().map(|e| Arc::new(energy_source(&r, e)));
             Ok(Arc::new(r))
         }
         Err(e) => {
@@ -170,6 +171,29 @@ pub async fn metrics_source(
             );
             None
         }
+    }
+}
+
+/// The service's energy page: `spec.dcgm` as a URL, or a path on its base URL (asked
+/// with the service's client and headers). A page that fails or lacks the series is
+/// said in each case's result, which runs on.
+pub fn energy_source(
+    r: &Resolved,
+    spec: &crate::plan::energy::EnergySpec,
+) -> crate::energy::source::Source {
+    let url = if spec.dcgm.starts_with("http://") || spec.dcgm.starts_with("https://") {
+        spec.dcgm.clone()
+    } else {
+        r.base_url.join(&spec.dcgm)
+    };
+    crate::energy::source::Source {
+        page: Source {
+            url,
+            client: r.client.clone(),
+            headers: r.headers.clone(),
+            interval: spec.interval.0.max(Duration::from_millis(10)),
+        },
+        selector: crate::energy::dcgm::Selector(spec.gpus.clone()),
     }
 }
 

@@ -35,6 +35,9 @@ pub struct Resolved {
     /// The service's `/metrics`, when it serves one and scraping is on (set by whoever
     /// checked it: `run` checks once per service).
     pub metrics: Option<std::sync::Arc<crate::servermetrics::Source>>,
+    /// Where its GPUs' energy is read, when the plan says (set by whoever checked it:
+    /// `run` once per service).
+    pub energy: Option<std::sync::Arc<crate::energy::source::Source>>,
     /// The request wording the service accepted when it refused vLLM's (set by whoever
     /// checked it: `run` once per service; see `preflight`).
     pub found: Option<Found>,
@@ -101,6 +104,7 @@ pub async fn resolve(
         proxies: options.proxies,
         sim,
         metrics: None,
+        energy: None,
         found: None,
     })
 }

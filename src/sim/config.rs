@@ -42,6 +42,11 @@ pub struct SimConfig {
     /// Reasoning tokens before each streamed chat or Responses answer, and their field.
     pub reasoning_tokens: u64,
     pub reasoning_field: ReasoningField,
+    /// The power model (see `sim::power`): watts per GPU idle, watts per running
+    /// sequence, GPUs.
+    pub idle_watts: f64,
+    pub watts_per_sequence: f64,
+    pub gpus: u64,
     /// Embedding vector length for /v1/embeddings.
     pub embedding_dim: usize,
     /// Keep each streamed request's actual send times for `GET /sim/timings`
@@ -82,6 +87,9 @@ impl SimConfig {
             spec_decode_acceptance: Vec::new(),
             reasoning_tokens: 0,
             reasoning_field: ReasoningField::Reasoning,
+            idle_watts: 0.0,
+            watts_per_sequence: 0.0,
+            gpus: 1,
             embedding_dim: 64,
             record_timings: false,
         };
@@ -182,6 +190,9 @@ impl SimConfig {
         set!(spec_decode_acceptance);
         set!(reasoning_tokens);
         set!(reasoning_field);
+        set!(idle_watts);
+        set!(watts_per_sequence);
+        set!(gpus);
     }
 
     /// Latency multiplier with `running` sequences: 1 at one, `time_factor_under_load`

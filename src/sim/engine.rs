@@ -213,7 +213,7 @@ impl Engine {
                     first_at: None,
                 },
             );
-            self.stats.running.store(self.seqs.len() as u64, Relaxed);
+            self.stats.set_running(self.seqs.len() as u64);
         }
         self.stats.waiting.store(self.waiting.len() as u64, Relaxed);
         self.publish_kv();
@@ -221,7 +221,7 @@ impl Engine {
 
     fn finish(&mut self, id: u64) {
         self.seqs.remove(&id);
-        self.stats.running.store(self.seqs.len() as u64, Relaxed);
+        self.stats.set_running(self.seqs.len() as u64);
         self.stats.in_system.fetch_sub(1, Relaxed);
         self.publish_kv();
     }

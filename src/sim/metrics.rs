@@ -79,6 +79,8 @@ pub struct Stats {
     pub lora_requests: std::sync::Mutex<Vec<(String, u64)>>,
     pub ttft: Histogram,
     pub e2e: Histogram,
+    /// The power model's meter (see `power`).
+    pub power: std::sync::Mutex<super::power::Meter>,
 }
 
 impl Default for Stats {
@@ -104,11 +106,21 @@ impl Default for Stats {
             lora_requests: std::sync::Mutex::new(Vec::new()),
             ttft: Histogram::default(),
             e2e: Histogram::default(),
+            power: std::sync::Mutex::new(super::power::Meter::default()),
         }
     }
 }
 
 impl Stats {
+    /// The running count changed to `n`: the power model's meter follows it.
+    pub fn set_running(&self, n: u64) {
+        self.running.store(n, Relaxed);
+        let mut m = self.power.lock().expect("power meter");
+        if m.enabled() {
+            m.set_running(n, std::time::Instant::now());
+        }
+    }
+
     /// Counts an error answer the simulator gave on purpose.
     pub fn count_injected(&self, status: u16) {
         self.requests_failed.fetch_add(1, Relaxed);
@@ -273,6 +285,10 @@ impl Stats {
             &l,
             &mut out,
         );
+        self.power
+            .lock()
+            .expect("power meter")
+            .render(std::time::Instant::now(), &mut out);
         out
     }
 }

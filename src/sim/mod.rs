@@ -16,6 +16,7 @@ pub mod engine;
 pub mod http;
 pub mod metrics;
 pub mod multipart;
+pub mod power;
 pub mod prefix_cache;
 pub mod timings;
 
@@ -83,6 +84,8 @@ impl Simulator {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let stats = Arc::new(Stats::default());
+        *stats.power.lock().expect("power meter") =
+            power::Meter::new(config.idle_watts, config.watts_per_sequence, config.gpus);
         let engine = engine::spawn(config.clone(), stats.clone());
         let timings = config
             .record_timings

@@ -6,6 +6,7 @@ mod bad_plans;
 mod cases;
 mod cli;
 mod datasets;
+mod energy;
 mod examples;
 mod faults;
 mod field;

@@ -193,8 +193,7 @@ fn the_compare_gate_judges_ttfo_beside_ttft() {
     // The comparison table's row (the last table that names the key).
     let row = |key: &str| {
         md.lines()
-            .filter(|l| l.contains(key) && l.starts_with('|'))
-            .last()
+            .rfind(|l| l.contains(key) && l.starts_with('|'))
             .unwrap_or_else(|| panic!("no {key} row in {md}"))
             .to_string()
     };

@@ -147,6 +147,23 @@ fn check_services(plan: &Plan, out: &mut Vec<Diagnostic>) {
                     );
                 }
             }
+            for (key, v) in [
+                ("idle_watts", sim.params.idle_watts),
+                ("watts_per_sequence", sim.params.watts_per_sequence),
+            ] {
+                if v.is_some_and(|w| !(w.is_finite() && w >= 0.0)) {
+                    out.push(Diagnostic::error(
+                        join_key(&sp, key),
+                        format!("`{key}` must be a number of watts, 0 or more"),
+                    ));
+                }
+            }
+            if sim.params.gpus == Some(0) {
+                out.push(Diagnostic::error(
+                    join_key(&sp, "gpus"),
+                    "`gpus` must be at least 1",
+                ));
+            }
             if sim.params.time_factor_under_load.is_some_and(|f| f < 1.0) {
                 out.push(Diagnostic::error(
                     join_key(&sp, "time_factor_under_load"),

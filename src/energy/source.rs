@@ -1,0 +1,143 @@
+//! Reading a DCGM exporter around and during one case: a page just before the measured
+//! requests, one every `interval` while they run, and one after the last answer, each
+//! stamped with the midpoint of its fetch (seconds from the case's first send), per
+//! physical GPU.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use super::dcgm::{self, Selector};
+use super::window::Reading;
+
+/// Where and how often to read one service's GPUs.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub page: crate::servermetrics::Source,
+    pub selector: Selector,
+}
+
+/// Every reading of a case, per GPU (its id, its readings in time order), and the
+/// first failed fetch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Readings {
+    pub url: String,
+    pub gpus: Vec<(dcgm::GpuReading, Vec<Reading>)>,
+    pub failed: u64,
+    pub first_error: Option<String>,
+}
+
+impl Readings {
+    /// The same readings with their times counted from `start` instead of `origin`.
+    pub fn shifted(mut self, origin: Instant, start: Instant) -> Readings {
+        let offset = if origin >= start {
+            (origin - start).as_secs_f64()
+        } else {
+            -(start - origin).as_secs_f64()
+        };
+        for (_, rs) in &mut self.gpus {
+            for r in rs {
+                r.t += offset;
+            }
+        }
+        self
+    }
+
+    fn add(&mut self, t: f64, page: &[crate::servermetrics::parse::Series], sel: &Selector) {
+        for g in dcgm::read(page, sel) {
+            let r = Reading {
+                t,
+                energy_mj: g.energy_mj,
+                power_w: g.power_w,
+            };
+            match self.gpus.iter_mut().find(|(id, _)| id.id == g.id) {
+                Some((_, rs)) => rs.push(r),
+                None => self.gpus.push((g, vec![r])),
+            }
+        }
+    }
+}
+
+/// A case being read.
+pub struct Running {
+    source: Arc<Source>,
+    started: Instant,
+    readings: Readings,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Readings>,
+}
+
+impl Source {
+    /// One page, read at its fetch's midpoint (seconds from `started`).
+    async fn read(&self, started: Instant, into: &mut Readings) {
+        let sent = started.elapsed().as_secs_f64();
+        match self.page.fetch().await {
+            Ok(page) => {
+                let t = (sent + started.elapsed().as_secs_f64()) / 2.0;
+                into.add(t, &page, &self.selector);
+            }
+            Err(e) => {
+                into.failed += 1;
+                into.first_error.get_or_insert(e);
+            }
+        }
+    }
+
+    /// Reads once before the case starts at `started` (call just before it), then
+    /// every interval until [`Running::finish`].
+    pub async fn start(self: &Arc<Self>, started: Instant) -> Running {
+        let mut before = Readings {
+            url: crate::redact::url(&self.page.url),
+            ..Readings::default()
+        };
+        self.read(started, &mut before).await;
+        let (stop, mut stop_rx) = watch::channel(false);
+        let src = self.clone();
+        let task = tokio::spawn(async move {
+            let mut during = Readings::default();
+            let mut every = tokio::time::interval(src.page.interval);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            every.tick().await;
+            loop {
+                tokio::select! {
+                    _ = every.tick() => {}
+                    _ = stop_rx.changed() => break,
+                }
+                src.read(started, &mut during).await;
+            }
+            during
+        });
+        Running {
+            source: self.clone(),
+            started,
+            readings: before,
+            stop,
+            task,
+        }
+    }
+}
+
+impl Running {
+    /// Stops the readings after one more, and returns them all in time order.
+    pub async fn finish(self) -> Readings {
+        let _ = self.stop.send(true);
+        let during = self.task.await.unwrap_or_default();
+        let mut all = self.readings;
+        for (g, rs) in during.gpus {
+            match all.gpus.iter_mut().find(|(id, _)| id.id == g.id) {
+                Some((_, mine)) => mine.extend(rs),
+                None => all.gpus.push((g, rs)),
+            }
+        }
+        all.failed += during.failed;
+        if all.first_error.is_none() {
+            all.first_error = during.first_error;
+        }
+        self.source.read(self.started, &mut all).await;
+        for (_, rs) in &mut all.gpus {
+            rs.sort_by(|a, b| a.t.total_cmp(&b.t));
+        }
+        all
+    }
+}

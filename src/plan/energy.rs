@@ -1,0 +1,31 @@
+//! A service's `energy` setting: where its GPUs' energy is read from while a case
+//! runs (see `energy`).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::units::Dur;
+
+/// Where the GPUs' energy is read: a DCGM exporter's page, read before, every
+/// `interval` during and after each case, cut to the measured window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnergySpec {
+    /// The DCGM exporter's metrics page: a URL (`http://node:9400/metrics`) or a path on
+    /// the service's own base URL (`/metrics`: the simulator serves its power model
+    /// there). Its `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` counter is used, else its
+    /// `DCGM_FI_DEV_POWER_USAGE` gauge.
+    pub dcgm: String,
+    /// Time between readings while the case runs, such as "1s" (the default) or
+    /// "250ms": the power gauge's resolution when there is no counter.
+    #[serde(default = "default_interval")]
+    pub interval: Dur,
+    /// Which GPUs count: each an index (the `gpu` label), a UUID or a hostname; empty
+    /// (the default): every GPU on the page.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<String>,
+}
+
+fn default_interval() -> Dur {
+    Dur(std::time::Duration::from_secs(1))
+}

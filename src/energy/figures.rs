@@ -30,8 +30,9 @@ pub struct Output {
     /// Output and total (input + output) tokens per second over the window.
     pub output_tps: f64,
     pub total_tps: f64,
-    /// Good requests per second (the plan's goodput), when it has one.
+    /// Good requests per second (the plan's goodput), when it has one, and all.
     pub goodput_rps: Option<f64>,
+    pub request_rps: f64,
 }
 
 /// A case's energy.
@@ -181,6 +182,7 @@ mod tests {
             output_tps: 50.0,
             total_tps: 250.0,
             goodput_rps: Some(4.0),
+            request_rps: 5.0,
         };
         let f = EnergyFigures::of(&readings, "steady", 1.0, 3.0, out);
         let close = |a: Option<f64>, b: f64| (a.unwrap() - b).abs() < 1e-9;

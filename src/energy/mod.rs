@@ -5,6 +5,7 @@
 //! read around and during a case ([`source`]) and turned into a case's figures
 //! ([`figures`]).
 
+pub mod cost;
 pub mod dcgm;
 pub mod figures;
 pub mod source;

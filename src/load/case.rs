@@ -153,6 +153,7 @@ pub async fn execute(
         engine: None,
         raw: None,
         route: RouteFacts::of(&t),
+        cost: service.cost.clone(),
         trace,
     })
 }
@@ -283,6 +284,7 @@ async fn run_talks(
         engine: None,
         raw: None,
         route: RouteFacts::of(&t),
+        cost: service.cost.clone(),
         trace,
     })
 }

@@ -31,6 +31,8 @@ pub struct CaseResult {
     pub raw: Option<Map<String, Value>>,
     /// The way the measured requests went, when not straight to the URL.
     pub route: RouteFacts,
+    /// What the service costs per hour, when the plan says (`benchplan.cost`).
+    pub cost: Option<crate::plan::energy::CostSpec>,
     /// A trace case's cache reuse, expected and realised (`benchplan.trace`).
     pub trace: Option<super::trace::TraceReuse>,
 }
@@ -141,8 +143,13 @@ impl CaseResult {
         if let Some(sm) = &self.run.server_metrics {
             m.insert("server_metrics".into(), sm.to_json());
         }
-        if let Some(e) = self.energy() {
+        let energy = self.energy();
+        if let Some(e) = &energy {
             m.insert("energy".into(), json!(e));
+        }
+        if let (Some(spec), Some((window, _, _, out))) = (&self.cost, self.measured()) {
+            let c = crate::energy::cost::CostFigures::of(spec, window, out, energy.as_ref());
+            m.insert("cost".into(), json!(c));
         }
         if !params.lora_modules.is_empty() {
             m.insert("lora".into(), self.lora_json(params));
@@ -176,8 +183,16 @@ impl CaseResult {
     /// The case's energy over its measured window: the steady window when it holds a
     /// steady state, else first send to last answer; the tokens of the same window.
     pub fn energy(&self) -> Option<crate::energy::figures::EnergyFigures> {
-        use crate::energy::figures::{EnergyFigures, Output};
         let readings = self.run.energy.as_ref()?;
+        let (name, a, b, out) = self.measured()?;
+        Some(crate::energy::figures::EnergyFigures::of(
+            readings, name, a, b, out,
+        ))
+    }
+
+    /// The measured window (its name and bounds in seconds from the first send) and
+    /// what its requests produced per second.
+    fn measured(&self) -> Option<(&'static str, f64, f64, crate::energy::figures::Output)> {
         let steady = self
             .window
             .steady
@@ -199,12 +214,13 @@ impl CaseResult {
                 (a.is_finite() && b > a).then_some(("run", a, b, &self.summary))?
             }
         };
-        let out = Output {
+        let out = crate::energy::figures::Output {
             output_tps: s.output_throughput,
             total_tps: s.total_token_throughput,
             goodput_rps: s.request_goodput,
+            request_rps: s.request_throughput,
         };
-        Some(EnergyFigures::of(readings, name, a, b, out))
+        Some((name, a, b, out))
     }
 
     /// Which LoRA adapter each measured request named (in request order) and how
@@ -252,6 +268,21 @@ impl CaseResult {
     ) -> Map<String, Value> {
         let mut extras = extras;
         extras.extend(crate::results::vllm_json::window_json(params, &self.window));
+        // Energy and cost over the steady window belong to it too: the compare gate
+        // reads the steady window as a result of its own (`report.measure`).
+        for key in ["energy", "cost"] {
+            let of_steady = extras
+                .get(key)
+                .filter(|v| v.get("window").and_then(Value::as_str) == Some("steady"))
+                .cloned();
+            let inner = extras
+                .get_mut("steady")
+                .and_then(|s| s.get_mut("benchplan"))
+                .and_then(Value::as_object_mut);
+            if let (Some(v), Some(inner)) = (of_steady, inner) {
+                inner.insert(key.into(), v);
+            }
+        }
         if let Some(m) = &self.run.machine {
             extras.insert("machine".into(), serde_json::json!(m));
         }

@@ -404,6 +404,7 @@ pub async fn execute(
         })),
         raw: Some(raw),
         route: Default::default(),
+        cost: service.cost.clone(),
         trace: None,
     })
 }

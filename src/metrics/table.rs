@@ -19,6 +19,10 @@ pub enum Unit {
     Percent,
     /// 0 to 1.
     Ratio,
+    /// Joules per output token.
+    JoulesPerToken,
+    /// The plan's currency (per million tokens).
+    Money,
 }
 
 impl Unit {
@@ -30,6 +34,8 @@ impl Unit {
             Unit::TokensPerSecond => " tok/s",
             Unit::Percent => "%",
             Unit::Ratio => "",
+            Unit::JoulesPerToken => " J/tok",
+            Unit::Money => "",
         }
     }
 
@@ -140,6 +146,12 @@ impl MetricDef {
     const fn not_compared(self) -> MetricDef {
         MetricDef {
             compared: false,
+            ..self
+        }
+    }
+    const fn lower_is_better(self) -> MetricDef {
+        MetricDef {
+            higher_is_better: false,
             ..self
         }
     }
@@ -260,6 +272,31 @@ pub const METRICS: &[MetricDef] = &[
         Evidence::None,
         |_| None,
     )
+    .optional(),
+    // Energy and cost over the measured window (`benchplan.energy`, `benchplan.cost`;
+    // see `energy`): only a case whose service names a source or a price has them. An
+    // energy or cost regression is a regression.
+    scalar(
+        "energy_joules_per_output_token",
+        "energy per output token",
+        "J/out tok",
+        Unit::JoulesPerToken,
+        Evidence::None,
+        |_| None,
+    )
+    .lower_is_better()
+    .no_slo()
+    .optional(),
+    scalar(
+        "cost_per_million_output_tokens",
+        "cost per million output tokens",
+        "cost/1M out",
+        Unit::Money,
+        Evidence::None,
+        |_| None,
+    )
+    .lower_is_better()
+    .no_slo()
     .optional(),
 ];
 

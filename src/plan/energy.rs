@@ -29,3 +29,22 @@ pub struct EnergySpec {
 fn default_interval() -> Dur {
     Dur(std::time::Duration::from_secs(1))
 }
+
+/// What the service costs to run, for the cost per token (see "Energy and cost" in
+/// the README).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CostSpec {
+    /// The price of everything the service runs on, per hour (its GPUs, their host).
+    pub per_hour: f64,
+    /// The currency `per_hour` and `energy_price` are in (default "USD").
+    #[serde(default = "default_currency")]
+    pub currency: String,
+    /// The price of a kWh, for the energy part of the cost (needs `energy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_price: Option<f64>,
+}
+
+fn default_currency() -> String {
+    "USD".into()
+}

@@ -56,6 +56,10 @@ pub struct Service {
     /// measured window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub energy: Option<super::energy::EnergySpec>,
+    /// What the service costs per hour (`cost = { per_hour = 98.32, currency = "USD" }`):
+    /// each case then reports its cost per million tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<super::energy::CostSpec>,
     /// Accept any TLS certificate (a self-signed server); `bench --insecure`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub insecure: Option<bool>,

@@ -182,6 +182,12 @@ fn is_latency_key(k: &str) -> bool {
     })
 }
 
+/// Whether `k` is a compared one-number metric where lower is better (energy per
+/// token, cost per token).
+fn lower_is_better_scalar(k: &str) -> bool {
+    table::scalar_named(k).is_some_and(|d| d.compared && !d.higher_is_better)
+}
+
 /// Whether the gate judges `k` as "higher is better" (a compared throughput or rate).
 fn higher_is_better(k: &str) -> bool {
     table::of_result_key(k).is_some_and(|d| d.compared && d.higher_is_better)
@@ -367,7 +373,7 @@ pub fn compare_with(
         for k in metrics {
             let better = if higher_is_better(k) {
                 "higher"
-            } else if is_latency_key(k) {
+            } else if is_latency_key(k) || lower_is_better_scalar(k) {
                 "lower"
             } else {
                 continue;

@@ -79,6 +79,8 @@ pub struct CaseView {
     pub time_split: Option<crate::results::read::TimeSplit>,
     /// Speculative decoding per request.
     pub speculative: Option<crate::results::read::SpecFigures>,
+    /// Energy and cost over the measured window.
+    pub energy_cost: Option<crate::results::read::EnergyCost>,
     /// An open loop whose queue grew without bound: OVERSATURATED, when and at what rate.
     pub oversaturated: Option<String>,
     /// How busy the measuring machine was over the case (`benchplan.machine`).
@@ -380,6 +382,7 @@ pub fn case_view(
         reasoning: None,
         time_split: None,
         speculative: None,
+        energy_cost: None,
         oversaturated: None,
         machine: None,
         trace: None,
@@ -406,6 +409,7 @@ pub fn case_view(
     v.reasoning = f.reasoning();
     v.time_split = f.time_split();
     v.speculative = f.speculative();
+    v.energy_cost = f.energy_cost();
     v.machine = f.machine();
     v.trace = f.trace();
     v.oversaturated = f.oversaturation().map(|(at, rate, stopped)| {

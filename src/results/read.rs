@@ -184,6 +184,25 @@ pub struct TimeSplit {
     pub requests: u64,
 }
 
+/// A case's energy and cost as a report shows them ([`CaseFile::energy_cost`]).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct EnergyCost {
+    /// `steady` or `run`: the window the figures cover, and its seconds.
+    pub window: Option<String>,
+    pub window_s: Option<f64>,
+    pub joules: Option<f64>,
+    pub mean_watts: Option<f64>,
+    pub joules_per_output_token: Option<f64>,
+    pub joules_per_total_token: Option<f64>,
+    pub output_tokens_per_joule: Option<f64>,
+    pub cost_per_million_output_tokens: Option<f64>,
+    pub cost_per_million_total_tokens: Option<f64>,
+    pub cost_at_goodput: Option<f64>,
+    pub energy_cost_per_million_output_tokens: Option<f64>,
+    /// The plan's word (escaped where it lands).
+    pub currency: Option<String>,
+}
+
 /// A case's speculative decoding as a report shows it ([`CaseFile::speculative`]).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct SpecFigures {
@@ -499,6 +518,37 @@ impl<'a> CaseFile<'a> {
         })
     }
 
+    /// A case's energy and cost (`benchplan.energy`, `benchplan.cost`), when it has
+    /// either.
+    pub fn energy_cost(&self) -> Option<EnergyCost> {
+        let e = self.in_block("energy");
+        let c = self.in_block("cost");
+        if e.is_none() && c.is_none() {
+            return None;
+        }
+        let en = |k: &str| e.and_then(|e| e.get(k)).and_then(Value::as_f64);
+        let co = |k: &str| c.and_then(|c| c.get(k)).and_then(Value::as_f64);
+        let text = |v: Option<&Value>, k: &str| {
+            v.and_then(|v| v.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        Some(EnergyCost {
+            window: text(e, "window").or_else(|| text(c, "window")),
+            window_s: en("window_s"),
+            joules: en("joules"),
+            mean_watts: en("mean_watts"),
+            joules_per_output_token: en("joules_per_output_token"),
+            joules_per_total_token: en("joules_per_total_token"),
+            output_tokens_per_joule: en("output_tokens_per_joule"),
+            cost_per_million_output_tokens: co("per_million_output_tokens"),
+            cost_per_million_total_tokens: co("per_million_total_tokens"),
+            cost_at_goodput: co("per_million_output_tokens_at_goodput"),
+            energy_cost_per_million_output_tokens: co("energy_per_million_output_tokens"),
+            currency: text(c, "currency"),
+        })
+    }
+
     /// A case's speculative decoding per request (`benchplan.speculative_decoding`).
     pub fn speculative(&self) -> Option<SpecFigures> {
         let s = self.in_block("speculative_decoding")?;
@@ -631,6 +681,17 @@ impl<'a> CaseFile<'a> {
                             _ => out.push((k.clone(), v)),
                         }
                     }
+                }
+            }
+            // Energy and cost, one column each under their block's name
+            // (`energy_joules_per_output_token`, `cost_per_million_output_tokens`).
+            for block in ["energy", "cost"] {
+                if let Some(Value::Object(e)) = b.get(block) {
+                    out.extend(
+                        e.iter()
+                            .filter(|(_, v)| !v.is_object() && !v.is_array())
+                            .map(|(k, v)| (format!("{block}_{k}"), v)),
+                    );
                 }
             }
             // A trace case's reuse, one column each (`trace_expected_reuse`, …).
@@ -938,6 +999,14 @@ impl Measured for CaseFile<'_> {
             "goodput_ratio" => self.goodput_ratio(),
             "output_ratio" => self.output_ratio(),
             "trace_realised_reuse" => self.trace()?.realised_reuse.map(|r| r * 100.0),
+            "energy_joules_per_output_token" => self
+                .in_block("energy")?
+                .get("joules_per_output_token")?
+                .as_f64(),
+            "cost_per_million_output_tokens" => self
+                .in_block("cost")?
+                .get("per_million_output_tokens")?
+                .as_f64(),
             k => self.number(k),
         }
     }

@@ -212,6 +212,10 @@ impl SloMetric {
                 (Unit::Ms, None) => parse_duration(text)
                     .map(|d| (d.as_secs_f64() * 1e12).round() / 1e9)
                     .map_err(|e| format!("`{}` is not a duration: {e}", text.trim())),
+                (Unit::JoulesPerToken | Unit::Money, None) => text
+                    .trim()
+                    .parse::<f64>()
+                    .map_err(|_| format!("`{text}` is not a number")),
                 (Unit::RequestsPerSecond | Unit::TokensPerSecond, None) => {
                     let t = text.trim();
                     t.strip_suffix(d.unit.suffix().trim())

@@ -29,9 +29,11 @@ const ROOMS: &[&str] = &[
     "base_url",
     // what a plan says
     "plan",
-    // counting tokens, the server's metrics page, per-request samples and summaries
+    // counting tokens, the server's metrics page, the GPUs' energy, per-request
+    // samples and summaries
     "tokenizer",
     "servermetrics",
+    "energy",
     "metrics",
     "slo",
     // the ground truth

@@ -100,3 +100,61 @@ fn a_page_without_the_series_is_said_and_the_run_goes_on() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Energy and cost are compared like any metric: the same load drawing twice the
+/// power per sequence is an energy regression (exit 4) and no cost one (the price
+/// per hour did not move); summary.csv has both blocks' columns.
+#[test]
+fn an_energy_regression_is_a_regression() {
+    let dir = tempdir("energy-compare");
+    let text = r#"
+[services.sim]
+sim = { preset = "ground-truth", idle_watts = 10, watts_per_sequence = 100 }
+energy = { dcgm = "/metrics", interval = "50ms" }
+cost = { per_hour = 2.0, currency = "EUR" }
+[defaults]
+dataset = { name = "random", input_len = 16, output_len = 16 }
+ignore_eos = true
+num_prompts = 24
+max_concurrency = 2
+[report]
+charts = false
+compare_metrics = ["energy_joules_per_output_token", "cost_per_million_output_tokens"]
+"#;
+    let base = run_plan(&dir, "base", text, &[], 0);
+    let csv = std::fs::read_to_string(base.join("summary.csv")).unwrap();
+    let header = csv.lines().next().unwrap();
+    for col in [
+        "energy_joules",
+        "energy_joules_per_output_token",
+        "cost_per_million_output_tokens",
+        "cost_currency",
+    ] {
+        assert!(header.split(',').any(|c| c == col), "no {col} in {header}");
+    }
+    let baseline = format!("report.baseline={}", base.display());
+    let hungrier = "services.sim.sim.watts_per_sequence=200";
+    let run = run_plan(
+        &dir,
+        "hungrier",
+        text,
+        &["--set", &baseline, "--set", hungrier],
+        4,
+    );
+    let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    let row = |key: &str| {
+        md.lines()
+            .rfind(|l| l.contains(key) && l.starts_with('|'))
+            .unwrap_or_else(|| panic!("no {key} row in {md}"))
+            .to_string()
+    };
+    assert!(
+        row("energy_joules_per_output_token").contains("REGRESSION"),
+        "{md}"
+    );
+    assert!(
+        !row("cost_per_million_output_tokens").contains("REGRESSION"),
+        "{md}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -30,7 +30,8 @@ pub struct GpuReading {
 pub struct Selector(pub Vec<String>);
 
 impl Selector {
-    fn matches(&self, r: &GpuReading) -> bool {
+    /// Whether the plan counts this GPU.
+    pub fn chooses(&self, r: &GpuReading) -> bool {
         self.0.is_empty()
             || self.0.iter().any(|s| {
                 *s == r.id
@@ -79,7 +80,7 @@ pub fn read(page: &[Series], sel: &Selector) -> Vec<GpuReading> {
             r.power_w.get_or_insert(s.value);
         }
     }
-    out.retain(|r| sel.matches(r));
+    out.retain(|r| sel.chooses(r));
     let index = |r: &GpuReading| r.gpu.as_deref().and_then(|g| g.parse::<u64>().ok());
     out.sort_by(|x, y| (&x.hostname, index(x), &x.id).cmp(&(&y.hostname, index(y), &y.id)));
     out

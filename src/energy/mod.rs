@@ -8,5 +8,6 @@
 pub mod cost;
 pub mod dcgm;
 pub mod figures;
+pub mod prometheus;
 pub mod source;
 pub mod window;

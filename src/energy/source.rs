@@ -14,8 +14,12 @@ use super::window::Reading;
 /// Where and how often to read one service's GPUs.
 #[derive(Debug, Clone)]
 pub struct Source {
+    /// The exporter's page, or (with `prometheus_wait`) the Prometheus server's URL.
     pub page: crate::servermetrics::Source,
     pub selector: Selector,
+    /// A Prometheus server asked after the case, waiting up to this for a sample past
+    /// its end (see [`super::prometheus`]); None: a page read during the case.
+    pub prometheus_wait: Option<std::time::Duration>,
 }
 
 /// Every reading of a case, per GPU (its id, its readings in time order), and the
@@ -91,6 +95,17 @@ impl Source {
             url: crate::redact::url(&self.page.url),
             ..Readings::default()
         };
+        if self.prometheus_wait.is_some() {
+            // Prometheus keeps the samples: nothing to read until the case is over.
+            let (stop, _) = watch::channel(false);
+            return Running {
+                source: self.clone(),
+                started,
+                readings: before,
+                stop,
+                task: tokio::spawn(async { Readings::default() }),
+            };
+        }
         self.read(started, &mut before).await;
         let (stop, mut stop_rx) = watch::channel(false);
         let src = self.clone();
@@ -121,6 +136,20 @@ impl Source {
 impl Running {
     /// Stops the readings after one more, and returns them all in time order.
     pub async fn finish(self) -> Readings {
+        if let Some(wait) = self.source.prometheus_wait {
+            let p = &self.source.page;
+            let start = super::prometheus::unix_of(self.started);
+            let end = super::prometheus::unix_of(Instant::now());
+            return super::prometheus::read(
+                &p.client,
+                &p.headers,
+                &p.url,
+                &self.source.selector,
+                (start, end),
+                wait,
+            )
+            .await;
+        }
         let _ = self.stop.send(true);
         let during = self.task.await.unwrap_or_default();
         let mut all = self.readings;

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::units::Dur;
 
 /// Where the GPUs' energy is read: a DCGM exporter's page, read before, every
-/// `interval` during and after each case, cut to the measured window.
+/// `interval` during and after each case, or a Prometheus server that scrapes one,
+/// asked after each case; either cut to the measured window. Set one of the two.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnergySpec {
@@ -15,7 +16,17 @@ pub struct EnergySpec {
     /// the service's own base URL (`/metrics`: the simulator serves its power model
     /// there). Its `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` counter is used, else its
     /// `DCGM_FI_DEV_POWER_USAGE` gauge.
-    pub dcgm: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dcgm: Option<String>,
+    /// A Prometheus server that scrapes the DCGM exporter (`http://prometheus:9090`, the
+    /// Kubernetes case): the same two series' raw samples over each case are asked for
+    /// after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prometheus: Option<String>,
+    /// How long to wait after a case for Prometheus to hold a sample past its end (it
+    /// scrapes on its own clock; default "30s").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<Dur>,
     /// Time between readings while the case runs, such as "1s" (the default) or
     /// "250ms": the power gauge's resolution when there is no counter.
     #[serde(default = "default_interval")]

@@ -181,10 +181,15 @@ pub fn energy_source(
     r: &Resolved,
     spec: &crate::plan::energy::EnergySpec,
 ) -> crate::energy::source::Source {
-    let url = if spec.dcgm.starts_with("http://") || spec.dcgm.starts_with("https://") {
-        spec.dcgm.clone()
+    let at = spec
+        .prometheus
+        .as_deref()
+        .or(spec.dcgm.as_deref())
+        .unwrap_or("/metrics");
+    let url = if at.starts_with("http://") || at.starts_with("https://") {
+        at.to_string()
     } else {
-        r.base_url.join(&spec.dcgm)
+        r.base_url.join(at)
     };
     crate::energy::source::Source {
         page: Source {
@@ -194,6 +199,10 @@ pub fn energy_source(
             interval: spec.interval.0.max(Duration::from_millis(10)),
         },
         selector: crate::energy::dcgm::Selector(spec.gpus.clone()),
+        prometheus_wait: spec
+            .prometheus
+            .is_some()
+            .then(|| spec.wait.map_or(Duration::from_secs(30), |w| w.0)),
     }
 }
 

@@ -526,3 +526,26 @@ impl Drop for Hog {
         }
     }
 }
+
+/// The body of a plain-http GET of `url` on 127.0.0.1 (empty when it fails), with the
+/// connection closed after: for polling a helper server until it is ready.
+pub fn http_get(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.trim_start_matches("http://");
+    let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+    let path = if path.is_empty() { "/" } else { path };
+    let _ = write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
+    );
+    let mut b = Vec::new();
+    let _ = s.read_to_end(&mut b);
+    let text = String::from_utf8_lossy(&b).to_string();
+    text.split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default()
+}

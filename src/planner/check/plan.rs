@@ -94,6 +94,17 @@ fn check_services(plan: &Plan, out: &mut Vec<Diagnostic>) {
             _ => {}
         }
         crate::planner::tokenizer::check_tokenizer(&path, svc, out);
+        if let Some(e) = &svc.energy {
+            if e.dcgm.is_some() == e.prometheus.is_some() {
+                out.push(
+                    Diagnostic::error(
+                        join_key(&path, "energy"),
+                        "set one of `dcgm` (a DCGM exporter's page) and `prometheus` (a Prometheus server that scrapes one)",
+                    )
+                    .with_help("energy = { dcgm = \"http://node:9400/metrics\" }"),
+                );
+            }
+        }
         if let Some(sm) = &svc.server_metrics {
             check_server_metrics(&join_key(&path, "server_metrics"), sm, out);
         }

@@ -65,17 +65,24 @@ impl EnergyFigures {
     pub fn of(readings: &Readings, window: &'static str, a: f64, b: f64, out: Output) -> Self {
         let mut problems = Vec::new();
         if readings.gpus.is_empty() {
-            problems.push(format!(
-                "{} has no {} or {} series{}: no energy for this case",
-                readings.url,
-                super::dcgm::ENERGY,
-                super::dcgm::POWER,
-                readings
-                    .first_error
-                    .as_ref()
-                    .map(|e| format!(" ({e})"))
-                    .unwrap_or_default()
-            ));
+            let why = readings
+                .first_error
+                .as_ref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default();
+            problems.push(if readings.kind == "command" {
+                format!(
+                    "{} printed no watts{why}: no energy for this case",
+                    readings.url
+                )
+            } else {
+                format!(
+                    "{} has no {} or {} series{why}: no energy for this case",
+                    readings.url,
+                    super::dcgm::ENERGY,
+                    super::dcgm::POWER,
+                )
+            });
         }
         let gpus: Vec<GpuFigures> = readings
             .gpus
@@ -115,7 +122,11 @@ impl EnergyFigures {
             joules.filter(|_| n > 0.0).map(|j| j / n)
         };
         EnergyFigures {
-            source: "dcgm",
+            source: if readings.kind.is_empty() {
+                "dcgm"
+            } else {
+                readings.kind
+            },
             url: readings.url.clone(),
             window,
             window_start_s: a,
@@ -173,6 +184,7 @@ mod tests {
                 .collect()
         };
         let readings = Readings {
+            kind: "dcgm",
             url: "http://x/metrics".into(),
             gpus: vec![(gpu("GPU-a"), line(300.0)), (gpu("GPU-b"), line(100.0))],
             failed: 0,

@@ -59,6 +59,7 @@ pub async fn read(
     wait: Duration,
 ) -> Readings {
     let mut out = Readings {
+        kind: "prometheus",
         url: crate::redact::url(base),
         ..Readings::default()
     };
@@ -68,6 +69,7 @@ pub async fn read(
         // From a little before the start (a sample before the window's first edge).
         let range = (now_unix - start_unix + wait.as_secs_f64()).ceil().max(1.0) as u64;
         let mut readings = Readings {
+            kind: "prometheus",
             url: out.url.clone(),
             ..Readings::default()
         };

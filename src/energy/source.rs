@@ -20,12 +20,18 @@ pub struct Source {
     /// A Prometheus server asked after the case, waiting up to this for a sample past
     /// its end (see [`super::prometheus`]); None: a page read during the case.
     pub prometheus_wait: Option<std::time::Duration>,
+    /// A command that prints watts, one line per GPU, run instead of reading the page.
+    pub command: Option<String>,
 }
 
 /// Every reading of a case, per GPU (its id, its readings in time order), and the
 /// first failed fetch.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Readings {
+    /// `dcgm`, `prometheus` or `command`.
+    pub kind: &'static str,
+    /// Where they came from, as it may be shown (a URL without credentials, or the
+    /// command).
     pub url: String,
     pub gpus: Vec<(dcgm::GpuReading, Vec<Reading>)>,
     pub failed: u64,
@@ -33,6 +39,31 @@ pub struct Readings {
 }
 
 impl Readings {
+    /// A command's watts at `t`, GPU by line (`command/0`, `command/1`, …).
+    fn add_watts(&mut self, t: f64, watts: &[f64]) {
+        for (i, w) in watts.iter().enumerate() {
+            let id = format!("command/{i}");
+            let r = Reading {
+                t,
+                energy_mj: None,
+                power_w: Some(*w),
+            };
+            match self.gpus.iter_mut().find(|(g, _)| g.id == id) {
+                Some((_, rs)) => rs.push(r),
+                None => self.gpus.push((
+                    dcgm::GpuReading {
+                        id,
+                        gpu: Some(i.to_string()),
+                        hostname: None,
+                        energy_mj: None,
+                        power_w: None,
+                    },
+                    vec![r],
+                )),
+            }
+        }
+    }
+
     /// The same readings with their times counted from `start` instead of `origin`.
     pub fn shifted(mut self, origin: Instant, start: Instant) -> Readings {
         let offset = if origin >= start {
@@ -63,6 +94,39 @@ impl Readings {
     }
 }
 
+/// The watts `cmd` prints (run with `sh -c`, 10 s at most): the first number of each
+/// line that has one (`412.50`, `412.50 W`, `power.draw 412.50`), one line per GPU.
+async fn watts_of(cmd: &str) -> Result<Vec<f64>, String> {
+    let run = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(10), run)
+        .await
+        .map_err(|_| format!("`{cmd}` took more than 10 s"))?
+        .map_err(|e| format!("`{cmd}`: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{cmd}` exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(parse_watts(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The first finite, non-negative number of each line that has one.
+pub fn parse_watts(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|l| {
+            l.split(|c: char| c.is_whitespace() || c == ',')
+                .find_map(|w| w.trim_end_matches('W').parse::<f64>().ok())
+                .filter(|w| w.is_finite() && *w >= 0.0)
+        })
+        .collect()
+}
+
 /// A case being read.
 pub struct Running {
     source: Arc<Source>,
@@ -73,9 +137,23 @@ pub struct Running {
 }
 
 impl Source {
-    /// One page, read at its fetch's midpoint (seconds from `started`).
+    /// One page (or the command's output), read at its fetch's midpoint (seconds from
+    /// `started`).
     async fn read(&self, started: Instant, into: &mut Readings) {
         let sent = started.elapsed().as_secs_f64();
+        if let Some(cmd) = &self.command {
+            match watts_of(cmd).await {
+                Ok(ws) => {
+                    let t = (sent + started.elapsed().as_secs_f64()) / 2.0;
+                    into.add_watts(t, &ws);
+                }
+                Err(e) => {
+                    into.failed += 1;
+                    into.first_error.get_or_insert(e);
+                }
+            }
+            return;
+        }
         match self.page.fetch().await {
             Ok(page) => {
                 let t = (sent + started.elapsed().as_secs_f64()) / 2.0;
@@ -92,7 +170,15 @@ impl Source {
     /// every interval until [`Running::finish`].
     pub async fn start(self: &Arc<Self>, started: Instant) -> Running {
         let mut before = Readings {
-            url: crate::redact::url(&self.page.url),
+            kind: match (&self.command, self.prometheus_wait) {
+                (Some(_), _) => "command",
+                (None, Some(_)) => "prometheus",
+                (None, None) => "dcgm",
+            },
+            url: match &self.command {
+                Some(c) => format!("`{c}`"),
+                None => crate::redact::url(&self.page.url),
+            },
             ..Readings::default()
         };
         if self.prometheus_wait.is_some() {
@@ -168,5 +254,14 @@ impl Running {
             rs.sort_by(|a, b| a.t.total_cmp(&b.t));
         }
         all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn watts_are_the_first_number_of_each_line() {
+        let text = "412.50\n 301.25 W\npower.draw, 99\nN/A\n-3\n";
+        assert_eq!(super::parse_watts(text), vec![412.5, 301.25, 99.0]);
     }
 }

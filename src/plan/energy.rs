@@ -8,7 +8,8 @@ use super::units::Dur;
 
 /// Where the GPUs' energy is read: a DCGM exporter's page, read before, every
 /// `interval` during and after each case, or a Prometheus server that scrapes one,
-/// asked after each case; either cut to the measured window. Set one of the two.
+/// asked after each case, or a command that prints watts; any of them cut to the
+/// measured window. Set one of the three.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnergySpec {
@@ -23,6 +24,11 @@ pub struct EnergySpec {
     /// after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prometheus: Option<String>,
+    /// A command that prints watts, one line per GPU (`nvidia-smi
+    /// --query-gpu=power.draw --format=csv,noheader,nounits`, `amd-smi`, a PDU's
+    /// client), run every `interval` with `sh -c`: its power samples are integrated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
     /// How long to wait after a case for Prometheus to hold a sample past its end (it
     /// scrapes on its own clock; default "30s").
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -203,6 +203,7 @@ pub fn energy_source(
             .prometheus
             .is_some()
             .then(|| spec.wait.map_or(Duration::from_secs(30), |w| w.0)),
+        command: spec.command.clone(),
     }
 }
 

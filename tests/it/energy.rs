@@ -417,3 +417,37 @@ fn an_energy_setting_names_one_source() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A command that prints watts, one line per GPU (what `nvidia-smi
+/// --query-gpu=power.draw --format=csv,noheader,nounits` prints): its samples are
+/// integrated (150 + 250 W, constant, exactly 400 W); a command that fails is said and
+/// the run goes on.
+#[test]
+fn a_command_that_prints_watts_is_sampled_and_integrated() {
+    let dir = tempdir("energy-command");
+    let plan = |cmd: &str| {
+        format!(
+            "[services.s]\nsim = {{ preset = \"fast\" }}\nenergy = {{ command = \"{cmd}\", interval = \"50ms\" }}\n\
+             [defaults]\ndataset = {{ name = \"random\", input_len = 16, output_len = 32 }}\nignore_eos = true\nnum_prompts = 24\nmax_concurrency = 2\n"
+        )
+    };
+    let run = run_plan(&dir, "ok", &plan("printf '150.00\\\\n250.00\\\\n'"), &[], 0);
+    let r = read_json(&crate::server_timings::first_result(&run));
+    let e = &r["benchplan"]["energy"];
+    assert_eq!(e["source"], "command", "{e:#}");
+    assert_eq!(e["gpus"].as_array().unwrap().len(), 2, "{e:#}");
+    assert!(
+        (e["mean_watts"].as_f64().unwrap() - 400.0).abs() < 1e-6,
+        "{e:#}"
+    );
+    assert_eq!(e["gpus"][0]["method"], "power");
+    let run = run_plan(&dir, "bad", &plan("exit 3"), &[], 0);
+    let r = read_json(&crate::server_timings::first_result(&run));
+    assert!(r["benchplan"]["energy"]["joules"].is_null());
+    let warnings = r["benchplan"]["warnings"].to_string();
+    assert!(
+        warnings.contains("printed no watts") && warnings.contains("exited with"),
+        "{warnings}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -95,11 +95,16 @@ fn check_services(plan: &Plan, out: &mut Vec<Diagnostic>) {
         }
         crate::planner::tokenizer::check_tokenizer(&path, svc, out);
         if let Some(e) = &svc.energy {
-            if e.dcgm.is_some() == e.prometheus.is_some() {
+            let sources = [
+                e.dcgm.is_some(),
+                e.prometheus.is_some(),
+                e.command.is_some(),
+            ];
+            if sources.iter().filter(|s| **s).count() != 1 {
                 out.push(
                     Diagnostic::error(
                         join_key(&path, "energy"),
-                        "set one of `dcgm` (a DCGM exporter's page) and `prometheus` (a Prometheus server that scrapes one)",
+                        "set one of `dcgm` (a DCGM exporter's page), `prometheus` (a Prometheus server that scrapes one) and `command` (a command that prints watts)",
                     )
                     .with_help("energy = { dcgm = \"http://node:9400/metrics\" }"),
                 );

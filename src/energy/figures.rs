@@ -53,6 +53,14 @@ pub struct EnergyFigures {
     pub joules_per_total_token: Option<f64>,
     pub output_tokens_per_joule: Option<f64>,
     pub joules_per_good_request: Option<f64>,
+    /// Idle watts measured before the case (`idle`), and the window's energy above
+    /// them, in all and per output token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_watts: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub joules_above_idle: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub joules_per_output_token_above_idle: Option<f64>,
     pub gpus: Vec<GpuFigures>,
     /// Failed reads of the page.
     pub failed_reads: u64,
@@ -70,7 +78,15 @@ impl EnergyFigures {
                 .as_ref()
                 .map(|e| format!(" ({e})"))
                 .unwrap_or_default();
-            problems.push(if readings.kind == "command" {
+            problems.push(if readings.kind == "nvml" {
+                format!(
+                    "{}: no energy for this case",
+                    readings
+                        .first_error
+                        .as_deref()
+                        .unwrap_or("NVML gave no GPU")
+                )
+            } else if readings.kind == "command" {
                 format!(
                     "{} printed no watts{why}: no energy for this case",
                     readings.url
@@ -117,6 +133,9 @@ impl EnergyFigures {
         let window_s = b - a;
         let joules = (!gpus.is_empty() && gpus.iter().all(|g| g.joules.is_some()))
             .then(|| gpus.iter().filter_map(|g| g.joules).sum::<f64>());
+        let above = joules
+            .zip(readings.idle_watts)
+            .map(|(j, w)| j - w * window_s);
         let per = |tokens_per_s: f64| {
             let n = tokens_per_s * window_s;
             joules.filter(|_| n > 0.0).map(|j| j / n)
@@ -138,6 +157,12 @@ impl EnergyFigures {
             joules_per_total_token: per(out.total_tps),
             output_tokens_per_joule: per(out.output_tps).filter(|j| *j > 0.0).map(|j| 1.0 / j),
             joules_per_good_request: out.goodput_rps.and_then(per),
+            idle_watts: readings.idle_watts,
+            joules_above_idle: above,
+            joules_per_output_token_above_idle: above.and_then(|j| {
+                let n = out.output_tps * window_s;
+                (n > 0.0).then(|| j / n)
+            }),
             gpus,
             failed_reads: readings.failed,
             problems,
@@ -189,6 +214,7 @@ mod tests {
             gpus: vec![(gpu("GPU-a"), line(300.0)), (gpu("GPU-b"), line(100.0))],
             failed: 0,
             first_error: None,
+            idle_watts: Some(100.0),
         };
         let out = Output {
             output_tps: 50.0,
@@ -204,6 +230,9 @@ mod tests {
         assert!(close(f.joules_per_total_token, 1.6));
         assert!(close(f.output_tokens_per_joule, 0.125));
         assert!(close(f.joules_per_good_request, 100.0));
+        // 100 W idle: 600 J above it over the 2 s, 6 J per output token.
+        assert!(close(f.joules_above_idle, 600.0));
+        assert!(close(f.joules_per_output_token_above_idle, 6.0));
         assert!(f.problems.is_empty());
         // A page without the series: no figures, and a message naming both and the URL.
         let none = Readings {

@@ -8,6 +8,8 @@
 pub mod cost;
 pub mod dcgm;
 pub mod figures;
+pub mod nvml;
 pub mod prometheus;
+pub mod readings;
 pub mod source;
 pub mod window;

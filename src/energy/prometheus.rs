@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::Deserialize;
 
 use super::dcgm::{self, GpuReading, Selector};
-use super::source::Readings;
+use super::readings::Readings;
 use super::window::Reading;
 
 /// `/api/v1/query`'s answer, the parts read.

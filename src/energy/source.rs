@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-use super::dcgm::{self, Selector};
-use super::window::Reading;
+use super::dcgm::Selector;
+pub use super::readings::Readings;
 
 /// Where and how often to read one service's GPUs.
 #[derive(Debug, Clone)]
@@ -22,76 +22,10 @@ pub struct Source {
     pub prometheus_wait: Option<std::time::Duration>,
     /// A command that prints watts, one line per GPU, run instead of reading the page.
     pub command: Option<String>,
-}
-
-/// Every reading of a case, per GPU (its id, its readings in time order), and the
-/// first failed fetch.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Readings {
-    /// `dcgm`, `prometheus` or `command`.
-    pub kind: &'static str,
-    /// Where they came from, as it may be shown (a URL without credentials, or the
-    /// command).
-    pub url: String,
-    pub gpus: Vec<(dcgm::GpuReading, Vec<Reading>)>,
-    pub failed: u64,
-    pub first_error: Option<String>,
-}
-
-impl Readings {
-    /// A command's watts at `t`, GPU by line (`command/0`, `command/1`, …).
-    fn add_watts(&mut self, t: f64, watts: &[f64]) {
-        for (i, w) in watts.iter().enumerate() {
-            let id = format!("command/{i}");
-            let r = Reading {
-                t,
-                energy_mj: None,
-                power_w: Some(*w),
-            };
-            match self.gpus.iter_mut().find(|(g, _)| g.id == id) {
-                Some((_, rs)) => rs.push(r),
-                None => self.gpus.push((
-                    dcgm::GpuReading {
-                        id,
-                        gpu: Some(i.to_string()),
-                        hostname: None,
-                        energy_mj: None,
-                        power_w: None,
-                    },
-                    vec![r],
-                )),
-            }
-        }
-    }
-
-    /// The same readings with their times counted from `start` instead of `origin`.
-    pub fn shifted(mut self, origin: Instant, start: Instant) -> Readings {
-        let offset = if origin >= start {
-            (origin - start).as_secs_f64()
-        } else {
-            -(start - origin).as_secs_f64()
-        };
-        for (_, rs) in &mut self.gpus {
-            for r in rs {
-                r.t += offset;
-            }
-        }
-        self
-    }
-
-    fn add(&mut self, t: f64, page: &[crate::servermetrics::parse::Series], sel: &Selector) {
-        for g in dcgm::read(page, sel) {
-            let r = Reading {
-                t,
-                energy_mj: g.energy_mj,
-                power_w: g.power_w,
-            };
-            match self.gpus.iter_mut().find(|(id, _)| id.id == g.id) {
-                Some((_, rs)) => rs.push(r),
-                None => self.gpus.push((g, vec![r])),
-            }
-        }
-    }
+    /// NVML on this machine, as loaded (or why it could not be).
+    pub nvml: Option<Result<Arc<super::nvml::Nvml>, String>>,
+    /// Measure idle power for this long before each case.
+    pub idle: Option<std::time::Duration>,
 }
 
 /// The watts `cmd` prints (run with `sh -c`, 10 s at most): the first number of each
@@ -141,6 +75,20 @@ impl Source {
     /// `started`).
     async fn read(&self, started: Instant, into: &mut Readings) {
         let sent = started.elapsed().as_secs_f64();
+        if let Some(nvml) = &self.nvml {
+            match nvml {
+                Ok(n) => {
+                    let gpus = n.read();
+                    let t = (sent + started.elapsed().as_secs_f64()) / 2.0;
+                    into.add_gpus(t, gpus, &self.selector);
+                }
+                Err(e) => {
+                    into.failed += 1;
+                    into.first_error.get_or_insert(e.clone());
+                }
+            }
+            return;
+        }
         if let Some(cmd) = &self.command {
             match watts_of(cmd).await {
                 Ok(ws) => {
@@ -166,18 +114,41 @@ impl Source {
         }
     }
 
+    /// The chosen GPUs' summed watts over `idle` before a case (read at its start and
+    /// end, the energy counters' difference, else the power readings integrated); None
+    /// without `idle`, for a Prometheus source, or when the readings fall short.
+    pub async fn idle_watts(&self) -> Option<f64> {
+        let d = self.idle.filter(|d| !d.is_zero())?;
+        if self.prometheus_wait.is_some() {
+            return None;
+        }
+        let t0 = Instant::now();
+        let mut r = Readings::default();
+        self.read(t0, &mut r).await;
+        tokio::time::sleep(d).await;
+        self.read(t0, &mut r).await;
+        let (a, b) = (r.gpus.first()?.1.first()?.t, r.gpus.first()?.1.last()?.t);
+        let mut watts = 0.0;
+        for (_, rs) in &r.gpus {
+            watts += super::window::over(rs, a, b).ok()?.mean_watts;
+        }
+        Some(watts)
+    }
+
     /// Reads once before the case starts at `started` (call just before it), then
     /// every interval until [`Running::finish`].
     pub async fn start(self: &Arc<Self>, started: Instant) -> Running {
         let mut before = Readings {
-            kind: match (&self.command, self.prometheus_wait) {
-                (Some(_), _) => "command",
-                (None, Some(_)) => "prometheus",
-                (None, None) => "dcgm",
+            kind: match (&self.command, self.prometheus_wait, &self.nvml) {
+                (_, _, Some(_)) => "nvml",
+                (Some(_), _, _) => "command",
+                (None, Some(_), _) => "prometheus",
+                (None, None, None) => "dcgm",
             },
-            url: match &self.command {
-                Some(c) => format!("`{c}`"),
-                None => crate::redact::url(&self.page.url),
+            url: match (&self.command, &self.nvml) {
+                (_, Some(_)) => super::nvml::LIBRARY.to_string(),
+                (Some(c), _) => format!("`{c}`"),
+                _ => crate::redact::url(&self.page.url),
             },
             ..Readings::default()
         };

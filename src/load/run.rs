@@ -12,6 +12,7 @@
 //! sends) and, after the grace period or at the case's deadline, aborts what is in
 //! flight, so nothing of a stopped case loads the server during the next one.
 
+use crate::energy::source::Readings;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -232,6 +233,11 @@ pub async fn run_case(
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RequestRecord>();
     let handle = tokio::runtime::Handle::current();
     let before = scrape_before(opts).await;
+    // Idle power first, when asked: the server has nothing in flight.
+    let idle_watts = match &opts.energy {
+        Some(src) => src.idle_watts().await,
+        None => None,
+    };
     // The energy counters' first reading, stamped against the case's start.
     let energy_start = Instant::now();
     let energy = match &opts.energy {
@@ -403,7 +409,10 @@ pub async fn run_case(
         None => None,
     };
     let energy = match energy {
-        Some(e) => Some(e.finish().await.shifted(energy_start, start)),
+        Some(e) => Some(Readings {
+            idle_watts,
+            ..e.finish().await.shifted(energy_start, start)
+        }),
         None => None,
     };
     Ok(CaseRun {

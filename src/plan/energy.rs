@@ -8,8 +8,8 @@ use super::units::Dur;
 
 /// Where the GPUs' energy is read: a DCGM exporter's page, read before, every
 /// `interval` during and after each case, or a Prometheus server that scrapes one,
-/// asked after each case, or a command that prints watts; any of them cut to the
-/// measured window. Set one of the three.
+/// asked after each case, a command that prints watts, or NVML on this machine; any of
+/// them cut to the measured window. Set one of the four.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnergySpec {
@@ -29,6 +29,11 @@ pub struct EnergySpec {
     /// client), run every `interval` with `sh -c`: its power samples are integrated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// NVML on the machine that runs benchplan (`nvml = true`: a benchmark beside its
+    /// GPUs): the driver's energy counter per GPU, loaded at run time (where there is
+    /// no driver, each case says so and runs on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvml: Option<bool>,
     /// How long to wait after a case for Prometheus to hold a sample past its end (it
     /// scrapes on its own clock; default "30s").
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -37,6 +42,10 @@ pub struct EnergySpec {
     /// "250ms": the power gauge's resolution when there is no counter.
     #[serde(default = "default_interval")]
     pub interval: Dur,
+    /// Measure idle power for this long before each case's measured requests (such as
+    /// "2s"; none by default): the case then also reports its energy above idle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<Dur>,
     /// Which GPUs count: each an index (the `gpu` label), a UUID or a hostname; empty
     /// (the default): every GPU on the page.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

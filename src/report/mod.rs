@@ -3,6 +3,7 @@
 
 pub mod charts;
 pub mod compare;
+pub mod cost_rank;
 pub mod csv;
 pub mod folder;
 pub mod junit;

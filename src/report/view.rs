@@ -209,6 +209,8 @@ pub struct ReportView {
     /// The busiest the measuring machine was over any case, in one line (the step
     /// summary's): CPU pressure, client run-queue wait, event-loop lag.
     pub machine_line: Option<String>,
+    /// The cases with a cost, cheapest per token at the SLOs first.
+    pub cost_ranking: Vec<super::cost_rank::CostRank>,
 }
 
 /// The trend verdict a run's report carries: how many series of the history regressed
@@ -288,6 +290,19 @@ impl ReportView {
         };
         let machine_line = machine_line(&cases);
         ReportView {
+            cost_ranking: super::cost_rank::rank(
+                &cases
+                    .iter()
+                    .map(|c| super::cost_rank::Entry {
+                        label: &c.label,
+                        id: &c.id,
+                        measured: c.status == "ok",
+                        slo_pass: c.slo_pass,
+                        out_tok_s: c.out_tok_s,
+                        energy_cost: c.energy_cost.as_ref(),
+                    })
+                    .collect::<Vec<_>>(),
+            ),
             axes: axes_of(&cases),
             recommendations: recommend_groups(&cases, have_slos),
             plan: head.plan,

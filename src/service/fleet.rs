@@ -204,6 +204,8 @@ pub fn energy_source(
             .is_some()
             .then(|| spec.wait.map_or(Duration::from_secs(30), |w| w.0)),
         command: spec.command.clone(),
+        idle: spec.idle.map(|d| d.0),
+        nvml: (spec.nvml == Some(true)).then(|| crate::energy::nvml::Nvml::open().map(Arc::new)),
     }
 }
 

@@ -41,7 +41,12 @@ fn joules_are_the_power_models_integral_over_the_steady_window_only() {
     std::thread::sleep(std::time::Duration::from_secs(5));
     let dir = tempdir("energy");
     let service = format!("base_url = \"{}\"\ntokenizer = \"server\"", sim.url);
-    let run = run_plan(&dir, "r", &plan(&service), &[], 0);
+    // With a second of idle measured before the case: 200 W.
+    let text = plan(&service).replace(
+        "interval = \"100ms\"",
+        "interval = \"100ms\", idle = \"1s\"",
+    );
+    let run = run_plan(&dir, "r", &text, &[], 0);
     let file = crate::server_timings::first_result(&run);
     let r = read_json(&file);
     let e = &r["benchplan"]["energy"];
@@ -67,6 +72,10 @@ fn joules_are_the_power_models_integral_over_the_steady_window_only() {
             "{g}"
         );
     }
+    let idle = e["idle_watts"].as_f64().unwrap();
+    assert!((idle - 200.0).abs() / 200.0 < 0.01, "idle {idle} W: {e:#}");
+    let above = e["joules_above_idle"].as_f64().unwrap();
+    assert!((above - (watts - idle) * window_s).abs() < 1e-6, "{e:#}");
     // Per token: the joules over the window's own output tokens.
     let out_tps = r["benchplan"]["steady"]["output_throughput"]
         .as_f64()
@@ -447,6 +456,31 @@ fn a_command_that_prints_watts_is_sampled_and_integrated() {
     let warnings = r["benchplan"]["warnings"].to_string();
     assert!(
         warnings.contains("printed no watts") && warnings.contains("exited with"),
+        "{warnings}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// NVML where there is no NVIDIA driver (this machine, CI): each case says so and the
+/// run goes on.
+#[test]
+fn nvml_without_a_driver_is_said_and_the_run_goes_on() {
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        eprintln!("SKIPPED: this machine has an NVIDIA driver");
+        return;
+    }
+    let dir = tempdir("energy-nvml");
+    let plan = "[services.s]\nsim = { preset = \"fast\" }\nenergy = { nvml = true }\n\
+                [defaults]\ndataset = { name = \"random\", input_len = 16, output_len = 8 }\nnum_prompts = 4\n";
+    let run = run_plan(&dir, "r", plan, &[], 0);
+    let r = read_json(&crate::server_timings::first_result(&run));
+    assert_eq!(r["completed"], 4);
+    let e = &r["benchplan"]["energy"];
+    assert_eq!(e["source"], "nvml", "{e:#}");
+    assert!(e["joules"].is_null());
+    let warnings = r["benchplan"]["warnings"].to_string();
+    assert!(
+        warnings.contains("libnvidia-ml.so.1 cannot be loaded"),
         "{warnings}"
     );
     std::fs::remove_dir_all(&dir).ok();

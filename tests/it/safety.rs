@@ -576,6 +576,7 @@ fn the_step_summary_of_a_500_case_plan_stays_under_githubs_limit() {
         charts: Vec::new(),
         folder: Some("bench_results/batch/batch_x".into()),
         machine_line: None,
+        cost_ranking: Vec::new(),
         cases,
     };
     let step =

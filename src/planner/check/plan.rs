@@ -99,12 +99,13 @@ fn check_services(plan: &Plan, out: &mut Vec<Diagnostic>) {
                 e.dcgm.is_some(),
                 e.prometheus.is_some(),
                 e.command.is_some(),
+                e.nvml == Some(true),
             ];
             if sources.iter().filter(|s| **s).count() != 1 {
                 out.push(
                     Diagnostic::error(
                         join_key(&path, "energy"),
-                        "set one of `dcgm` (a DCGM exporter's page), `prometheus` (a Prometheus server that scrapes one) and `command` (a command that prints watts)",
+                        "set one of `dcgm` (a DCGM exporter's page), `prometheus` (a Prometheus server that scrapes one), `command` (a command that prints watts) and `nvml = true` (this machine's GPUs)",
                     )
                     .with_help("energy = { dcgm = \"http://node:9400/metrics\" }"),
                 );

@@ -283,16 +283,24 @@ impl Events<'_> {
         }
         let at = (now - self.sent).as_secs_f64();
         self.out.first_any.get_or_insert(at);
-        if let Some(prev) = self.out.last_any.replace(at) {
+        let reasoning = channel == chunk::Channel::Reasoning;
+        if reasoning && self.out.reasoning_events == 0 {
+            // The first reasoning: every output before it was an answer token event,
+            // so the gaps so far are vLLM's `itl`. Only a request that reasons keeps
+            // gaps of its own (no per-token work for the others).
+            self.out.output_itl.clone_from(&self.out.itl);
+            self.out.answer_itl.clone_from(&self.out.itl);
+        }
+        let keep = reasoning || self.out.reasoning_events > 0;
+        if let (Some(prev), true) = (self.out.last_any.replace(at), keep) {
             self.out.output_itl.push(at - prev);
         }
-        match channel {
-            chunk::Channel::Reasoning => self.out.reasoning_events += 1,
-            _ => {
-                self.out.first_answer.get_or_insert(at);
-                if let Some(prev) = self.out.last_answer.replace(at) {
-                    self.out.answer_itl.push(at - prev);
-                }
+        if reasoning {
+            self.out.reasoning_events += 1;
+        } else {
+            self.out.first_answer.get_or_insert(at);
+            if let (Some(prev), true) = (self.out.last_answer.replace(at), keep) {
+                self.out.answer_itl.push(at - prev);
             }
         }
     }
@@ -305,13 +313,15 @@ impl Events<'_> {
             return;
         }
         match read(ev.event, ev.data) {
+            // The channel first, as for a chat chunk: the first reasoning takes the
+            // gaps before this event from `itl`.
             Ok(Meaning::Token(text)) => {
-                self.token(&text, now);
                 self.channel(chunk::Channel::Answer, now);
+                self.token(&text, now);
             }
             Ok(Meaning::Reasoning) => {
-                self.token("", now);
                 self.channel(chunk::Channel::Reasoning, now);
+                self.token("", now);
             }
             Ok(Meaning::End(usage)) => {
                 if let Some(u) = usage {

@@ -75,7 +75,8 @@ pub struct Sample {
     pub last_any: Option<f64>,
     /// A request that reasoned keeps the gaps between its consecutive outputs on any
     /// channel and between its consecutive answer events (ITL with and without the
-    /// reasoning); one that did not keeps neither, both being its `itl`.
+    /// reasoning), filled from its first reasoning event on (the gaps before it are
+    /// `itl`'s); one that did not keeps neither, both being its `itl`.
     pub output_itl: Vec<f64>,
     pub answer_itl: Vec<f64>,
     /// Events that carried reasoning only.

@@ -6,7 +6,7 @@
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 
-use super::chart::{Chart, file_part};
+use super::chart::{Chart, file_part, services_of};
 use super::style::{Entry, FONT, Marker, PLOT_WIDTH, SIZE, color, err, legend, mesh, range};
 use crate::report::view::CaseView;
 use crate::results::read::CaseFile;
@@ -15,12 +15,7 @@ pub fn draw<'a>(
     cases: &[CaseView],
     result: &dyn Fn(&str) -> Option<&'a Map<String, Value>>,
 ) -> Vec<Chart> {
-    let mut services: Vec<&str> = Vec::new();
-    for c in cases {
-        if !services.contains(&c.service.as_str()) {
-            services.push(&c.service);
-        }
-    }
+    let services = services_of(cases);
     let mut out = Vec::new();
     for svc in services {
         let series: Vec<(String, Vec<(f64, f64)>)> = cases

@@ -6,7 +6,7 @@ use crate::results::read::CaseFile;
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 
-use super::chart::{Chart, file_part};
+use super::chart::{Chart, file_part, services_of};
 use super::style::{
     Entry, FONT, Marker, PLOT_WIDTH, SIZE, color, draw_slos, err, legend, log_range, log_worthy,
     mesh, near_data, range, slo_lines,
@@ -30,12 +30,7 @@ pub fn draw<'a>(
     cases: &[CaseView],
     result: &dyn Fn(&str) -> Option<&'a Map<String, Value>>,
 ) -> Vec<Chart> {
-    let mut services: Vec<&str> = Vec::new();
-    for c in cases {
-        if !services.contains(&c.service.as_str()) {
-            services.push(&c.service);
-        }
-    }
+    let services = services_of(cases);
     let mut out = Vec::new();
     for svc in services {
         let mine: Vec<&CaseView> = cases.iter().filter(|c| c.service == svc).collect();

@@ -25,6 +25,17 @@ impl Chart {
     }
 }
 
+/// The cases' services, each once, in the order they first appear (one chart each).
+pub(super) fn services_of(cases: &[crate::report::view::CaseView]) -> Vec<&str> {
+    let mut services: Vec<&str> = Vec::new();
+    for c in cases {
+        if !services.contains(&c.service.as_str()) {
+            services.push(&c.service);
+        }
+    }
+    services
+}
+
 /// A name safe in a file name (case ids and service names are already plain).
 pub(super) fn file_part(s: &str) -> String {
     s.chars()
